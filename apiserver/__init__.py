@@ -1,0 +1,1 @@
+"""coreio: an extension API server for RoleBindings and Events."""

@@ -1,0 +1,74 @@
+"""What a served kind provides to the generic registry: its names, its schema, its strategy.
+
+Objects travel as plain JSON dicts (`JSON`). A kind's `decode` turns a request body that already
+parsed as JSON/YAML into the canonical stored shape: unknown fields pruned (and reported), Go's
+omitempty applied, scheme defaults set. Everything else is the strategy of k8s.io/apiserver's
+`rest.RESTCreateStrategy`/`RESTUpdateStrategy` for that kind.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from apiserver.errors import FieldError
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class Decoded:
+    """A decoded body. `unknown_fields` are JSON paths (`spec.foo`, `subjects[0].bar`) of fields the
+    schema does not know, in document order; they are already removed from `obj`."""
+
+    obj: JSON
+    unknown_fields: list[str] = field(default_factory=list)
+
+
+class ResourceKind(ABC):
+    """One served kind. Subclasses set the class attributes and implement the strategy."""
+
+    group: ClassVar[str]
+    version: ClassVar[str]
+    kind: ClassVar[str]
+    list_kind: ClassVar[str]
+    plural: ClassVar[str]
+    singular: ClassVar[str]
+    short_names: ClassVar[tuple[str, ...]] = ()
+    categories: ClassVar[tuple[str, ...]] = ()
+    namespaced: ClassVar[bool] = True
+    # The pydantic model of the whole object (apiVersion, kind, metadata, ...): the schema that
+    # decoding, OpenAPI and `kubectl explain` use.
+    model: ClassVar[type[BaseModel]]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @abstractmethod
+    def decode(self, data: JSON) -> Decoded:
+        """Canonical object from parsed JSON. Raises StatusError 400 (BadRequest) on a type error,
+        naming the field, as upstream's decoder does."""
+
+    @abstractmethod
+    def prepare_for_create(self, obj: JSON) -> None:
+        """Clears or sets what the server owns on create (in place)."""
+
+    @abstractmethod
+    def prepare_for_update(self, obj: JSON, old: JSON) -> None:
+        """Clears or carries over what the server owns on update (in place)."""
+
+    @abstractmethod
+    def validate(self, obj: JSON) -> list[FieldError]:
+        """All errors of a new object: metadata and the kind's own fields."""
+
+    @abstractmethod
+    def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
+        """All errors of an update from `old` to `obj` (including immutability)."""
+
+    @abstractmethod
+    def selectable_fields(self, obj: JSON) -> dict[str, str]:
+        """The field set field selectors match against (metadata.name, metadata.namespace, ...)."""

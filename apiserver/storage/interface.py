@@ -1,0 +1,182 @@
+"""The storage contract both backends (SQLite, etcd) fulfil; the registry knows only this.
+
+Keys are strings such as `/registry/events.core.io/events/<namespace>/<name>`; values are the
+object's JSON bytes without `metadata.resourceVersion` (the revision is the version, set on read).
+Revisions are one global, strictly increasing counter per store (etcd's revision; in SQLite the
+id of an append-only log row). Every write takes exactly one new revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+
+class StorageError(Exception):
+    """Base of the errors a backend raises; the registry maps them to Status errors."""
+
+
+class KeyExistsError(StorageError):
+    """Create found the key already present."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key exists: {key}")
+        self.key = key
+
+
+class KeyNotFoundError(StorageError):
+    """Update or delete found no such key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key not found: {key}")
+        self.key = key
+
+
+class RevisionConflictError(StorageError):
+    """A compare-and-swap lost: the key's mod revision is not the expected one.
+
+    `current` is the key's present state (None when it has been deleted meanwhile), so a caller
+    retrying a guaranteed update need not read it again.
+    """
+
+    def __init__(self, key: str, current: KeyValue | None) -> None:
+        super().__init__(f"revision conflict on {key}")
+        self.key = key
+        self.current = current
+
+
+class CompactedError(StorageError):
+    """The requested revision is older than the oldest revision kept (answered 410 Gone)."""
+
+    def __init__(self, requested: int, compacted: int) -> None:
+        super().__init__(f"required revision {requested} has been compacted (oldest kept: {compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+class FutureRevisionError(StorageError):
+    """The requested revision is newer than the store's current revision."""
+
+    def __init__(self, requested: int, current: int) -> None:
+        super().__init__(f"required revision {requested} is a future revision (current: {current})")
+        self.requested = requested
+        self.current = current
+
+
+class StorageUnavailableError(StorageError):
+    """The backend cannot be reached (answered 503) or timed out."""
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """A page of a range read taken at `revision`.
+
+    `more` says whether keys remain after the last item; `remaining` counts them (0 when not more).
+    """
+
+    items: list[KeyValue]
+    revision: int
+    more: bool
+    remaining: int
+
+
+class EventType(Enum):
+    PUT = "PUT"
+    DELETE = "DELETE"
+    # A progress marker: every change up to `revision` has been delivered on this watch.
+    PROGRESS = "PROGRESS"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change. For PUT, `value` is the new value and `prev_value` the old one (None on create).
+    For DELETE, `value` is None and `prev_value` is the last value before deletion.
+    `revision` is the revision of this change (for DELETE, the deletion's revision).
+    `create_revision` lets a consumer tell a create from an update (create: == revision).
+    """
+
+    type: EventType
+    key: str
+    revision: int
+    value: bytes | None = None
+    prev_value: bytes | None = None
+    create_revision: int = 0
+
+    @property
+    def is_create(self) -> bool:
+        return self.type is EventType.PUT and self.prev_value is None
+
+
+class Storage(Protocol):
+    """What every backend provides. All methods are coroutines that never block the event loop."""
+
+    async def start(self) -> None:
+        """Open files/connections; create the schema; start background sweepers."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def get(self, key: str) -> KeyValue | None:
+        """The key's latest state, or None. Linearizable (a quorum read on etcd)."""
+        ...
+
+    async def list(
+        self,
+        prefix: str,
+        *,
+        start: str | None = None,
+        limit: int = 0,
+        revision: int = 0,
+    ) -> ListResult:
+        """Keys with `prefix`, ascending, from `start` inclusive (None: from the prefix's start),
+        at most `limit` of them (0: all), as of `revision` (0: the current revision, consistent).
+        Raises CompactedError when `revision` is older than the compaction point and
+        FutureRevisionError when it is newer than the current revision.
+        """
+        ...
+
+    async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
+        """Stores `value` under a key that must not exist (else KeyExistsError). `ttl` > 0 makes the
+        key expire after that many seconds, with a DELETE event like any delete."""
+        ...
+
+    async def update(self, key: str, value: bytes, *, expected_revision: int, ttl: int = 0) -> KeyValue:
+        """Replaces the value if the key's mod revision equals `expected_revision`.
+        KeyNotFoundError when absent, RevisionConflictError when the revision differs."""
+        ...
+
+    async def delete(self, key: str, *, expected_revision: int = 0) -> KeyValue:
+        """Deletes the key (if `expected_revision` > 0, only at that mod revision). Returns the last
+        value with `mod_revision` set to the deletion's revision. KeyNotFoundError when absent,
+        RevisionConflictError when the revision differs."""
+        ...
+
+    async def current_revision(self) -> int:
+        """The store's latest revision (a consistent read)."""
+        ...
+
+    async def compacted_revision(self) -> int:
+        """The oldest revision still readable (0 when nothing was compacted)."""
+        ...
+
+    async def compact(self, revision: int) -> None:
+        """Drops history older than `revision`: lists and watches from before it raise CompactedError."""
+        ...
+
+    def watch(self, prefix: str, *, after_revision: int, progress: bool = False) -> AsyncIterator[WatchEvent]:
+        """Changes under `prefix` with revision > `after_revision`, in revision order, forever (until
+        the consumer stops iterating). Raises CompactedError (at the first iteration) when
+        `after_revision` + 1 has been compacted. With `progress`, yields PROGRESS events now and then
+        (at least every few seconds while idle) carrying a revision all earlier changes were
+        delivered up to. The consumer closes the iterator (aclose) to stop."""
+        ...

@@ -1,0 +1,1 @@
+"""The coreio operator (installed as apiserver_operator; the stdlib owns `operator`)."""
