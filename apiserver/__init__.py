@@ -1,1 +1,3 @@
 """coreio: an extension API server for RoleBindings and Events."""
+
+__version__ = "0.1.0"

@@ -52,9 +52,20 @@ def go_quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class GoRepr:
+    """A bad value printed verbatim: how upstream prints values through String() or %#v (structs,
+    slices, times), e.g. `rbac.RoleRef{APIGroup:"...", Kind:"Role", Name:"x"}`."""
+
+    text: str
+
+
 def _go_value(value: Any) -> str:
+    if isinstance(value, GoRepr):
+        return value.text
     if value is None:
-        return "null"
+        # Upstream substitutes the string "null" for a nil value, then quotes it.
+        return '"null"'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -80,7 +91,7 @@ class FieldError:
         else:
             text = f"{self.type.text}: {_go_value(self.bad_value)}"
         if self.detail:
-            text += f", {self.detail}"
+            text += f": {self.detail}"
         return text
 
     def __str__(self) -> str:
@@ -146,6 +157,8 @@ class StatusError(Exception):
     message: str
     details: JSON | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # ListMeta of the Status (the inconsistent-continue token of a 410 on a paginated list).
+    list_meta: JSON | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -155,7 +168,7 @@ class StatusError(Exception):
         body: JSON = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -228,16 +241,13 @@ def unauthorized(message: str = "Unauthorized") -> StatusError:
 
 
 def forbidden_error(gr: GroupResource, name: str, why: str) -> StatusError:
-    if name:
-        message = f'{gr} "{name}" is forbidden: {why}'
-    else:
-        message = f"{gr} is forbidden: {why}"
+    message = f'{gr} "{name}" is forbidden: {why}' if name else f"{gr} is forbidden: {why}"
     return StatusError(403, "Forbidden", message, _details(name, gr))
 
 
-def method_not_allowed(method: str, what: str = "this resource") -> StatusError:
+def method_not_allowed() -> StatusError:
     return StatusError(
-        405, "MethodNotAllowed", f"the server does not allow this method on the requested resource"
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
     )
 
 
@@ -247,10 +257,10 @@ def not_acceptable(accepted: list[str]) -> StatusError:
     )
 
 
-def unsupported_media_type(content_type: str, accepted: list[str] | None = None) -> StatusError:
-    message = f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted or [])}"
-    if not accepted:
-        message = f"the body of the request was in an unknown format: {content_type}"
+def unsupported_media_type(accepted: list[str]) -> StatusError:
+    """As upstream's NewUnsupportedMediaTypeError."""
+    listed = ", ".join(accepted)
+    message = f"the body of the request was in an unknown format - accepted media types include: {listed}"
     return StatusError(415, "UnsupportedMediaType", message)
 
 

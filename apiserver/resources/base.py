@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from apiserver.errors import FieldError
+from apiserver.patch import PatchSchema
 
 JSON = dict[str, Any]
 
@@ -43,6 +44,8 @@ class ResourceKind(ABC):
     # The pydantic model of the whole object (apiVersion, kind, metadata, ...): the schema that
     # decoding, OpenAPI and `kubectl explain` use.
     model: ClassVar[type[BaseModel]]
+    # How strategic merge patch treats the kind's lists (merge keys, atomic lists).
+    patch_schema: ClassVar[PatchSchema]
 
     @property
     def api_version(self) -> str:
@@ -68,6 +71,11 @@ class ResourceKind(ABC):
     @abstractmethod
     def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
         """All errors of an update from `old` to `obj` (including immutability)."""
+
+    @property
+    def selectable_field_names(self) -> frozenset[str]:
+        """The field selector keys this kind accepts (the keys of any object's field set)."""
+        return frozenset(self.selectable_fields({"metadata": {}}))
 
     @abstractmethod
     def selectable_fields(self, obj: JSON) -> dict[str, str]:

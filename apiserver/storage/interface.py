@@ -69,6 +69,11 @@ class StorageUnavailableError(StorageError):
     """The backend cannot be reached (answered 503) or timed out."""
 
 
+class WatchOverflowError(StorageError):
+    """A watch fell too far behind the changes (its bounded buffer overflowed); the consumer must
+    start a new watch (from its last seen revision, or relist)."""
+
+
 @dataclass(frozen=True)
 class KeyValue:
     key: str

@@ -1,0 +1,3 @@
+from apiserver.cli import main
+
+main()

@@ -1,0 +1,110 @@
+"""Assembles the aiohttp application: middleware, routes and lifecycle."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+from aiohttp import web
+
+from apiserver import __version__
+from apiserver.auth.authn import AuthenticatorChain
+from apiserver.config import Settings
+from apiserver.discovery import Discovery
+from apiserver.http.handlers import ApiHandler
+from apiserver.http.middleware import MAX_BODY_BYTES, authentication, status_errors
+from apiserver.http.responses import NO_CACHE, object_response
+from apiserver.registry import ResourceStore
+from apiserver.resources import KINDS
+from apiserver.storage.interface import Storage, StorageError
+
+KUBERNETES_MINOR = "33"
+STORAGE_KEY = web.AppKey("storage", Storage)
+
+
+def version_info() -> dict[str, str]:
+    return {
+        "major": "1",
+        "minor": KUBERNETES_MINOR,
+        "gitVersion": f"v1.{KUBERNETES_MINOR}.0-coreio.{__version__}",
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": f"python{sys.version_info.major}.{sys.version_info.minor}",
+        "compiler": platform.python_implementation().lower(),
+        "platform": f"{platform.system().lower()}/{_arch()}",
+    }
+
+
+def _arch() -> str:
+    machine = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def build_stores(settings: Settings, storage: Storage) -> list[ResourceStore]:
+    stores: list[ResourceStore] = []
+    for kind in KINDS:
+        ttl = settings.event_ttl_seconds if kind.plural == "events" else 0
+        stores.append(
+            ResourceStore(kind, storage, ttl_seconds=ttl, bookmark_interval=settings.watch_bookmark_interval)
+        )
+    return stores
+
+
+def build_app(settings: Settings, storage: Storage, authenticator: AuthenticatorChain) -> web.Application:
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES, middlewares=[status_errors, authentication(authenticator)]
+    )
+    app[STORAGE_KEY] = storage
+    stores = build_stores(settings, storage)
+    api = ApiHandler(stores, Discovery(tuple(KINDS)), settings.min_request_timeout)
+
+    async def version(request: web.Request) -> web.StreamResponse:
+        return object_response(request, version_info())
+
+    async def legacy_api(request: web.Request) -> web.StreamResponse:
+        return object_response(request, api.discovery.api_versions())
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        check = request.path.strip("/")
+        checks = {"ping": True, "storage": True}
+        if check.startswith("readyz") or check.startswith("healthz"):
+            try:
+                await storage.current_revision()
+            except (StorageError, OSError):
+                checks["storage"] = False
+        healthy = all(checks.values())
+        if "verbose" in request.query:
+            lines = [
+                f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}" for name, ok in checks.items()
+            ]
+            lines.append(f"{check} check {'passed' if healthy else 'failed'}")
+            text = "\n".join(lines) + "\n"
+        else:
+            text = "ok" if healthy else f"{check} check failed"
+        return web.Response(
+            status=200 if healthy else 500,
+            text=text,
+            content_type="text/plain",
+            headers={"Cache-Control": NO_CACHE, "X-Content-Type-Options": "nosniff"},
+        )
+
+    app.router.add_route("*", "/apis", api.handle)
+    app.router.add_route("*", "/apis/{tail:.*}", api.handle)
+    app.router.add_get("/api", legacy_api)
+    app.router.add_get("/api/", legacy_api)
+    app.router.add_get("/version", version)
+    app.router.add_get("/version/", version)
+    for path in ("/healthz", "/livez", "/readyz"):
+        app.router.add_get(path, health)
+        app.router.add_get(path + "/{check:.*}", health)
+
+    async def on_startup(_app: web.Application) -> None:
+        await storage.start()
+
+    async def on_cleanup(_app: web.Application) -> None:
+        await storage.close()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app

@@ -1,0 +1,1 @@
+"""The HTTP face of the server: request decoding, response encoding, handlers, middleware."""

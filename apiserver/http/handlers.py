@@ -1,0 +1,262 @@
+"""Routing of `/apis/...` paths to discovery and to the resource stores, as go-restful does for
+kube-apiserver: a known path with a wrong method is 405, an unknown path 404, both as Status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from apiserver import errors
+from apiserver.discovery import Discovery, etag
+from apiserver.http import codec, query
+from apiserver.http.responses import NO_CACHE, object_response, success_status
+from apiserver.http.watchstream import stream_watch, watch_timeout
+from apiserver.options import delete_options_from_body
+from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
+from apiserver.registry import ResourceStore
+
+JSON = dict[str, Any]
+
+AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2", "apidiscovery.k8s.io/v2beta1")
+NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+
+
+def not_found() -> errors.StatusError:
+    return errors.StatusError(404, "NotFound", NOT_FOUND_MESSAGE, {})
+
+
+@dataclass
+class ResourceRoute:
+    store: ResourceStore
+    namespace: str | None
+    name: str | None
+    watch_path: bool  # the deprecated /watch/ prefix
+
+
+class ApiHandler:
+    """Serves everything under /apis."""
+
+    def __init__(self, stores: list[ResourceStore], discovery: Discovery, min_request_timeout: float) -> None:
+        self.stores = {(s.kind.group, s.kind.version, s.kind.plural): s for s in stores}
+        self.discovery = discovery
+        self.min_request_timeout = min_request_timeout
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = request.raw_path.split("?", 1)[0]
+        segments = [unquote(s) for s in raw.split("/")[2:] if s != ""]
+        if len(segments) <= 2:
+            return self._discovery(request, segments)
+        group, version, *rest = segments
+        route = self._route(group, version, rest)
+        if route is None:
+            raise not_found()
+        return await self._resource(request, route)
+
+    def _route(self, group: str, version: str, rest: list[str]) -> ResourceRoute | None:
+        watch_path = bool(rest) and rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace = rest[1]
+            rest = rest[2:]
+        if not rest or len(rest) > 2:
+            return None
+        store = self.stores.get((group, version, rest[0]))
+        if store is None:
+            return None
+        name = rest[1] if len(rest) == 2 else None
+        if name is not None and namespace is None:
+            return None
+        return ResourceRoute(store, namespace, name, watch_path)
+
+    # ------------------------------------------------------------------ discovery
+
+    def _discovery(self, request: web.Request, segments: list[str]) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed()
+        document: JSON | None
+        if not segments:
+            aggregated = _aggregated_version(request.headers.get("Accept", ""))
+            if aggregated is not None:
+                return self._aggregated(request, aggregated)
+            document = self.discovery.group_list()
+        elif len(segments) == 1:
+            document = self.discovery.group(segments[0])
+        else:
+            document = self.discovery.resource_list(segments[0], segments[1])
+        if document is None:
+            raise not_found()
+        return object_response(request, document)
+
+    def _aggregated(self, request: web.Request, api_version: str) -> web.StreamResponse:
+        document = self.discovery.aggregated(api_version)
+        tag = etag(document)
+        content_type = (
+            f"application/json;g=apidiscovery.k8s.io;v={api_version.split('/')[1]};as=APIGroupDiscoveryList"
+        )
+        headers = {"ETag": tag, "Cache-Control": NO_CACHE, "Vary": "Accept"}
+        if request.headers.get("If-None-Match") == tag:
+            return web.Response(status=304, headers=headers)
+        response = web.Response(body=codec.encode_json(document), headers=headers)
+        response.headers["Content-Type"] = content_type
+        return response
+
+    # ------------------------------------------------------------------ resources
+
+    async def _resource(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        method = request.method
+        if route.watch_path:
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return await self._watch(request, route)
+        if route.name is None:
+            if method in ("GET", "HEAD"):
+                if query.parse_bool(request.query, "watch"):
+                    return await self._watch(request, route)
+                return await self._list(request, route)
+            if route.namespace is None:
+                raise errors.method_not_allowed()
+            if method == "POST":
+                return await self._create(request, route)
+            if method == "DELETE":
+                return await self._delete_collection(request, route)
+            raise errors.method_not_allowed()
+        if method in ("GET", "HEAD"):
+            obj = await route.store.get(_ns(route), route.name)
+            return object_response(request, obj)
+        if method == "PUT":
+            return await self._update(request, route)
+        if method == "PATCH":
+            return await self._patch(request, route)
+        if method == "DELETE":
+            return await self._delete(request, route)
+        raise errors.method_not_allowed()
+
+    async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = query.list_options(request.query, _selectable(route.store))
+        return object_response(request, await route.store.list(route.namespace, opts))
+
+    async def _watch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = query.list_options(request.query, _selectable(route.store), watch=True)
+        if route.name is not None:
+            # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name.
+            from apiserver.selectors import parse_field_selector
+
+            opts.field_selector = parse_field_selector(
+                f"metadata.name={route.name}", _selectable(route.store)
+            )
+        events = await route.store.watch(route.namespace, opts)
+        timeout = watch_timeout(opts.timeout_seconds, self.min_request_timeout)
+        return await stream_watch(request, events, timeout)
+
+    async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = query.write_options(request.query, "CreateOptions")
+        _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
+        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
+        result = await route.store.create(_ns(route), parsed.value, opts)
+        return object_response(request, result.obj, status=201, warnings=warnings + result.warnings)
+
+    async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = query.write_options(request.query, "UpdateOptions")
+        _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
+        assert route.name is not None
+        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
+        result = await route.store.update(_ns(route), route.name, parsed.value, opts)
+        return object_response(
+            request, result.obj, status=201 if result.created else 200, warnings=warnings + result.warnings
+        )
+
+    async def _patch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = query.write_options(request.query, "PatchOptions", patch=True)
+        content_type = request.headers.get("Content-Type", "")
+        media = codec.parse_media_type(content_type).type if content_type else ""
+        served = (codec.JSON_PATCH_TYPE, codec.MERGE_PATCH_TYPE, codec.STRATEGIC_PATCH_TYPE)
+        if media not in served:
+            raise errors.unsupported_media_type(list(served))
+        _, parsed = codec.parse_body(content_type, await request.read(), served)
+        document = parsed.value
+        apply: Callable[[JSON], Any]
+        if media == codec.JSON_PATCH_TYPE:
+            apply = lambda current: apply_json_patch(current, document)  # noqa: E731
+        elif media == codec.MERGE_PATCH_TYPE:
+            apply = lambda current: apply_merge_patch(current, document)  # noqa: E731
+        else:
+            schema = route.store.kind.patch_schema
+            apply = lambda current: apply_strategic_merge_patch(current, document, schema)  # noqa: E731
+        assert route.name is not None
+        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
+        result = await route.store.patch(_ns(route), route.name, apply, opts)
+        return object_response(request, result.obj, warnings=warnings + result.warnings)
+
+    async def _delete_options(self, request: web.Request) -> Any:
+        opts = query.delete_options(request.query)
+        body = await request.read()
+        if body.strip():
+            _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), body)
+            if parsed.value is not None and not isinstance(parsed.value, dict):
+                raise errors.bad_request("the body of a delete must be a DeleteOptions object")
+            opts = delete_options_from_body(parsed.value, opts)
+        return opts
+
+    async def _delete(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        opts = await self._delete_options(request)
+        assert route.name is not None
+        result = await route.store.delete(_ns(route), route.name, opts)
+        if not result.deleted:
+            # Finalizers hold it: the object, now carrying deletionTimestamp.
+            return object_response(request, result.obj, status=202)
+        kind = route.store.kind
+        details = {
+            "name": route.name,
+            "group": kind.group,
+            "kind": kind.plural,
+            "uid": result.obj["metadata"].get("uid", ""),
+        }
+        return object_response(request, success_status(details))
+
+    async def _delete_collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        delete_opts = await self._delete_options(request)
+        list_opts = query.list_options(request.query, _selectable(route.store))
+        result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
+        return object_response(request, result)
+
+
+def _ns(route: ResourceRoute) -> str:
+    assert route.namespace is not None
+    return route.namespace
+
+
+def _selectable(store: ResourceStore) -> set[str]:
+    return set(store.kind.selectable_field_names)
+
+
+def _aggregated_version(accept: str) -> str | None:
+    """The apidiscovery version an Accept header asks for first, or None for legacy discovery."""
+    for media in codec.parse_accept(accept):
+        if (
+            media.params.get("as") == "APIGroupDiscoveryList"
+            and media.params.get("g") == "apidiscovery.k8s.io"
+        ):
+            api_version = f"apidiscovery.k8s.io/{media.params.get('v', '')}"
+            if api_version in AGGREGATED_DISCOVERY_VERSIONS:
+                return api_version
+            continue
+        if media.type in (codec.JSON_TYPE, "*/*", "application/*"):
+            return None
+    return None
+
+
+def _duplicate_warnings(duplicates: list[str], field_validation: str) -> list[str]:
+    if not duplicates or field_validation == "Ignore":
+        return []
+    messages = [f'duplicate field "{name}"' for name in duplicates]
+    if field_validation == "Strict":
+        raise errors.bad_request("strict decoding error: " + ", ".join(messages))
+    return messages

@@ -1,0 +1,117 @@
+"""Query parameters into request options, with the 400s kube-apiserver gives for bad values."""
+
+from __future__ import annotations
+
+from multidict import MultiMapping
+
+from apiserver import errors
+from apiserver.options import (
+    FIELD_VALIDATION_IGNORE,
+    FIELD_VALIDATION_STRICT,
+    FIELD_VALIDATION_WARN,
+    DeleteOptions,
+    ListOptions,
+    Preconditions,
+    WriteOptions,
+    parse_dry_run,
+)
+from apiserver.selectors import parse_field_selector, parse_label_selector
+
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+_MAX_FIELD_MANAGER = 128
+
+
+Query = MultiMapping[str]
+
+
+def parse_bool(query: Query, name: str) -> bool | None:
+    value = query.get(name)
+    if value is None:
+        return None
+    if value == "":
+        # A bare `?watch` counts as true, as upstream's query decoding does.
+        return True
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+def _int(query: Query, name: str) -> int | None:
+    value = query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+
+
+def list_options(query: Query, selectable_fields: set[str], *, watch: bool = False) -> ListOptions:
+    opts = ListOptions()
+    label = query.get("labelSelector")
+    if label:
+        opts.label_selector = parse_label_selector(label)
+    field = query.get("fieldSelector")
+    if field:
+        opts.field_selector = parse_field_selector(field, selectable_fields)
+    limit = _int(query, "limit")
+    opts.limit = limit if limit and limit > 0 else 0
+    opts.continue_token = query.get("continue") or ""
+    opts.resource_version = query.get("resourceVersion") or ""
+    opts.resource_version_match = query.get("resourceVersionMatch") or ""
+    opts.watch = watch or bool(parse_bool(query, "watch"))
+    # The seed spells it allowWatcokmarks; clients send allowWatchBookmarks. Either turns them on.
+    opts.allow_watch_bookmarks = bool(
+        parse_bool(query, "allowWatchBookmarks") or parse_bool(query, "allowWatcokmarks")
+    )
+    opts.send_initial_events = parse_bool(query, "sendInitialEvents")
+    timeout = _int(query, "timeoutSeconds")
+    opts.timeout_seconds = timeout if timeout is not None and timeout > 0 else None
+    opts.validate()
+    return opts
+
+
+def write_options(query: Query, options_kind: str, *, patch: bool = False) -> WriteOptions:
+    opts = WriteOptions()
+    opts.dry_run = parse_dry_run(query.getall("dryRun", []), options_kind)
+    manager = query.get("fieldManager") or ""
+    errs: list[errors.FieldError] = []
+    if len(manager) > _MAX_FIELD_MANAGER:
+        errs.append(errors.too_long("fieldManager", "", _MAX_FIELD_MANAGER))
+    elif any(not ch.isprintable() for ch in manager):
+        errs.append(errors.invalid("fieldManager", manager, "must only contain printable characters"))
+    validation = query.get("fieldValidation")
+    if validation is not None and validation != "":
+        if validation not in (FIELD_VALIDATION_IGNORE, FIELD_VALIDATION_STRICT, FIELD_VALIDATION_WARN):
+            errs.append(
+                errors.not_supported(
+                    "fieldValidation",
+                    validation,
+                    [FIELD_VALIDATION_IGNORE, FIELD_VALIDATION_STRICT, FIELD_VALIDATION_WARN],
+                )
+            )
+        else:
+            opts.field_validation = validation
+    if errs:
+        raise errors.invalid_error("meta.k8s.io", options_kind, "", errs)
+    opts.field_manager = manager
+    if patch:
+        opts.force = bool(parse_bool(query, "force"))
+    return opts
+
+
+def delete_options(query: Query) -> DeleteOptions:
+    opts = DeleteOptions()
+    opts.dry_run = parse_dry_run(query.getall("dryRun", []), "DeleteOptions")
+    opts.grace_period_seconds = _int(query, "gracePeriodSeconds")
+    policy = query.get("propagationPolicy")
+    opts.propagation_policy = policy if policy else None
+    opts.orphan_dependents = parse_bool(query, "orphanDependents")
+    opts.preconditions = Preconditions(
+        uid=query.get("preconditions.uid") or None,
+        resource_version=query.get("preconditions.resourceVersion") or None,
+    )
+    return opts

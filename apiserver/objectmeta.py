@@ -1,0 +1,47 @@
+"""Small helpers over the `metadata` of plain-dict objects, and the API's time formats."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+JSON = dict[str, Any]
+
+# What upstream's names.SimpleNameGenerator draws from: no vowels, no confusable characters.
+_GENERATED_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATED_SUFFIX_LENGTH = 5
+_MAX_GENERATED_NAME_LENGTH = 63 - _GENERATED_SUFFIX_LENGTH
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """metav1.Time: RFC 3339 in whole seconds, UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(moment: datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with exactly six fraction digits, UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def metadata(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+def generate_name(base: str) -> str:
+    if len(base) > _MAX_GENERATED_NAME_LENGTH:
+        base = base[:_MAX_GENERATED_NAME_LENGTH]
+    suffix = "".join(secrets.choice(_GENERATED_ALPHABET) for _ in range(_GENERATED_SUFFIX_LENGTH))
+    return base + suffix

@@ -1,0 +1,1211 @@
+"""The patch types kube-apiserver accepts for built-in kinds, applied to plain JSON objects.
+
+- JSON merge patch (`application/merge-patch+json`) as gopkg.in/evanphx/json-patch.v4 `MergePatch`.
+- JSON patch (`application/json-patch+json`) with v4's `Patch.Apply` semantics, which are looser
+  than RFC 6902 and which clients depend on: `replace` of an absent object member adds it,
+  negative array indexes count from the end, `copy` from an absent member copies null. The
+  `jsonpatch` package is RFC-strict (and words its errors differently), so the operations are
+  applied here.
+- Strategic merge patch (`application/strategic-merge-patch+json`) as current
+  k8s.io/apimachinery/pkg/util/strategicpatch `StrategicMergeMapPatch` (directives and nulls
+  dropped from values taken whole, deletion lists that never add), driven by a `PatchSchema`
+  that stands in for the Go struct tags (`patchStrategy`, `patchMergeKey`).
+
+Errors are the ones kube-apiserver answers (handlers/patch.go): an undecodable patch is 400
+BadRequest; a JSON patch operation that does not apply is 422 with upstream's generic message;
+a patched document that is not an object is 422 Invalid on the field `patch`. Where upstream
+lets a client's malformed strategic merge patch surface as a 500, this answers 400 with the same
+text: a client mistake is never a server error here.
+
+Upstream applies server-side apply (`application/apply-patch+yaml`) through the field manager;
+that is not part of this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from typing import Any, Literal
+
+from apiserver import errors
+
+JSON = dict[str, Any]
+
+MAX_JSON_PATCH_OPERATIONS = 10000
+"""handlers/patch.go maxJSONPatchOperations; more operations answer 413."""
+
+MAX_JSON_PATCH_COPY_BYTES = 3 * 1024 * 1024
+"""The apiserver's JSONPatchMaxCopyBytes default: how much `copy` operations may add in total."""
+
+STRICT_VALIDATIONS = ("Strict", "Warn")
+"""fieldValidation values for which upstream decodes patches strictly (Warn is the default)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Go formatting, for messages that quote values the way upstream's fmt does.
+
+
+def _go_float(value: float) -> str:
+    """fmt's %v of a float64: shortest digits, exponent form below 1e-4 and from 1e6."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    sign = "-" if value < 0 else ""
+    digits_tuple = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(str(d) for d in digits_tuple.digits)
+    point = len(digits) + int(digits_tuple.exponent)
+    exp = point - 1
+    if exp < -4 or exp >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+def _go_v(value: Any) -> str:
+    """fmt's %v of a decoded JSON value (maps print with sorted keys, strings unquoted)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + " ".join(_go_v(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
+    return str(value)
+
+
+def _go_type(value: Any) -> str:
+    """The Go type a decoded JSON value has (reflect.TypeOf(...).String())."""
+    if isinstance(value, dict):
+        return "map[string]interface {}"
+    if isinstance(value, list):
+        return "[]interface {}"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    return "%!s(<nil>)"
+
+
+def _go_s(value: Any) -> str:
+    """fmt's %s of a decoded JSON value: strings as they are, anything else flagged as Go does."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "%!s(<nil>)"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_s(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_s(value[k])}" for k in sorted(value)) + "]"
+    return f"%!s({_go_type(value)}={_go_v(value)})"
+
+
+def _json_kind(value: Any) -> str:
+    """How encoding/json names a JSON value in an UnmarshalTypeError."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
+def _go_json(value: Any) -> str:
+    """encoding/json's compact output (sorted keys, HTML-safe escapes)."""
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escape)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Go's == on two decoded JSON scalars held in interface{}: same type and same value."""
+    return type(a) is type(b) and a == b
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Structural equality of JSON values that, like json-patch, tells 1 from 1.0 and true from 1."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return _same(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors.
+
+
+def _unprocessable(cause: str) -> errors.StatusError:
+    """errors.NewGenericServerResponse(422, ...): upstream's answer hides the cause."""
+    err = errors.StatusError(422, "Invalid", "the server rejected our request due to an error in our request")
+    err.__cause__ = ValueError(cause)
+    return err
+
+
+_FIND_KIND_TYPE = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
+def _not_an_object(result: Any) -> errors.StatusError:
+    """What upstream answers when the patched document cannot be decoded into an object:
+    NewInvalid(GroupKind{}, "", [field.Invalid(patch, <patched JSON>, <decode error>)])."""
+    decode_error = (
+        "couldn't get version/kind; json parse error: "
+        f"json: cannot unmarshal {_json_kind(result)} into Go value of type {_FIND_KIND_TYPE}"
+    )
+    body = f"Invalid value: {errors.go_quote(_go_json(result))}: {decode_error}"
+    cause = {"reason": "FieldValueInvalid", "message": body, "field": "patch"}
+    return errors.StatusError(422, "Invalid", f' "" is invalid: patch: {body}', {"causes": [cause]})
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON merge patch.
+
+
+def _prune_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_prune_nulls(v) for v in value if v is not None]
+    return value
+
+
+def _merge_documents(doc: JSON, patch: JSON) -> None:
+    for key, value in patch.items():
+        if value is None:
+            doc.pop(key, None)
+        elif not isinstance(doc.get(key), dict):
+            # Absent, null or not an object: the value goes in with its nulls pruned.
+            doc[key] = _prune_nulls(value)
+        elif not isinstance(value, dict):
+            # json-patch v4 keeps a non-object replacing an object as it is, nulls included.
+            doc[key] = value
+        else:
+            _merge_documents(doc[key], value)
+
+
+def apply_merge_patch(original: JSON, patch: Any, *, field_validation: str = "Warn") -> JSON:
+    """Applies a JSON merge patch (RFC 7386) as kube-apiserver does; `original` is not changed.
+
+    A null member deletes; objects merge recursively; anything else replaces (with the nulls
+    inside pruned, as json-patch v4 does). A patch that is not an object is rejected: with 400
+    when it cannot be decoded as one, with 422 when (fieldValidation=Ignore) an array replaces
+    the whole object.
+    """
+    if not isinstance(patch, dict):
+        if patch is not None and field_validation in STRICT_VALIDATIONS:
+            raise errors.bad_request(
+                f"error decoding patch: json: cannot unmarshal {_json_kind(patch)} "
+                "into Go value of type map[string]interface {}"
+            )
+        if isinstance(patch, list):
+            raise _not_an_object(_prune_nulls(patch))
+        raise errors.bad_request("Invalid JSON Patch")
+    doc = copy.deepcopy(original)
+    _merge_documents(doc, copy.deepcopy(patch))
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON patch.
+
+
+class _OperationError(Exception):
+    """A JSON patch operation that does not apply; the text is json-patch v4's."""
+
+
+_MISSING_VALUE = "missing value"
+_INVALID_INDEX = "invalid index referenced"
+_ATOI_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _atoi(text: str) -> int:
+    if not _ATOI_RE.match(text):
+        raise _OperationError(f"strconv.Atoi: parsing {errors.go_quote(text)}: invalid syntax")
+    number = int(text)
+    if not -(2**63) <= number < 2**63:
+        raise _OperationError(f"strconv.Atoi: parsing {errors.go_quote(text)}: value out of range")
+    return number
+
+
+def _invalid_index(index: int) -> _OperationError:
+    return _OperationError(f"Unable to access invalid index: {index}: {_INVALID_INDEX}")
+
+
+def _get(container: JSON | list[Any], key: str) -> Any:
+    if isinstance(container, dict):
+        return container.get(key)
+    index = _atoi(key)
+    if index < 0:
+        if index < -len(container):
+            raise _invalid_index(index)
+        index += len(container)
+    if index >= len(container):
+        raise _invalid_index(index)
+    return container[index]
+
+
+def _set(container: JSON | list[Any], key: str, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+        return
+    index = _atoi(key)
+    if index < 0:
+        if index < -len(container):
+            raise _invalid_index(index)
+        index += len(container)
+    container[index] = value
+
+
+def _add(container: JSON | list[Any], key: str, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+        return
+    if key == "-":
+        container.append(value)
+        return
+    try:
+        index = _atoi(key)
+    except _OperationError as exc:
+        raise _OperationError(f"value was not a proper array index: '{key}': {exc}") from None
+    size = len(container) + 1
+    if index >= size:
+        raise _invalid_index(index)
+    if index < 0:
+        if index < -size:
+            raise _invalid_index(index)
+        index += size
+    container.insert(index, value)
+
+
+def _remove(container: JSON | list[Any], key: str) -> None:
+    if isinstance(container, dict):
+        if key not in container:
+            raise _OperationError(f"Unable to remove nonexistent key: {key}: {_MISSING_VALUE}")
+        del container[key]
+        return
+    index = _atoi(key)
+    if index >= len(container):
+        raise _invalid_index(index)
+    if index < 0:
+        if index < -len(container):
+            raise _invalid_index(index)
+        index += len(container)
+    del container[index]
+
+
+def _decode_pointer_token(token: str) -> str:
+    return re.sub("~[01]", lambda m: "/" if m.group() == "~1" else "~", token)
+
+
+def _find(root: Any, path: str) -> tuple[JSON | list[Any] | None, str]:
+    """json-patch v4 findObject: the container the last token of `path` addresses, and that token."""
+    tokens = path.split("/")
+    if len(tokens) < 2:
+        return None, ""
+    node = root
+    for token in tokens[1:-1]:
+        try:
+            node = _get(node, _decode_pointer_token(token))
+        except _OperationError:
+            return None, ""
+        if not isinstance(node, dict | list):
+            return None, ""
+    return node, _decode_pointer_token(tokens[-1])
+
+
+def _string_member(operation: JSON, name: str, missing: str) -> str:
+    value = operation.get(name)
+    if value is None:
+        raise _OperationError(missing)
+    if not isinstance(value, str):
+        raise _OperationError(f"json: cannot unmarshal {_json_kind(value)} into Go value of type string")
+    return value
+
+
+def _path(operation: JSON) -> str:
+    return _string_member(operation, "path", f"operation missing path field: {_MISSING_VALUE}")
+
+
+def _from(operation: JSON) -> str:
+    return _string_member(operation, "from", f"operation, missing from field: {_MISSING_VALUE}")
+
+
+def _decode_or(message: str, decode: Callable[[JSON], str], operation: JSON, keep_cause: bool) -> str:
+    try:
+        return decode(operation)
+    except _OperationError as exc:
+        raise _OperationError(f"{message}: {exc}" if keep_cause else f"{message}: {_MISSING_VALUE}") from None
+
+
+class _JSONPatcher:
+    def __init__(self, document: JSON, max_copy_bytes: int) -> None:
+        self.root: Any = document
+        self.copied = 0
+        self.max_copy_bytes = max_copy_bytes
+
+    def apply(self, operation: Any) -> None:
+        kind = operation.get("op") if isinstance(operation, dict) else None
+        if not isinstance(kind, str):
+            kind = "unknown"
+        handler = {
+            "add": self._add,
+            "remove": self._remove,
+            "replace": self._replace,
+            "move": self._move,
+            "test": self._test,
+            "copy": self._copy,
+        }.get(kind)
+        if handler is None or not isinstance(operation, dict):
+            raise _OperationError(f"Unexpected kind: {kind}")
+        handler(operation)
+
+    def _add(self, op: JSON) -> None:
+        path = _decode_or("add operation failed to decode path", _path, op, keep_cause=False)
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(
+                f'add operation does not apply: doc is missing path: "{path}": {_MISSING_VALUE}'
+            )
+        try:
+            _add(container, key, copy.deepcopy(op.get("value")))
+        except _OperationError as exc:
+            raise _OperationError(f"error in add for path: '{path}': {exc}") from None
+
+    def _remove(self, op: JSON) -> None:
+        path = _decode_or("remove operation failed to decode path", _path, op, keep_cause=False)
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(
+                f'remove operation does not apply: doc is missing path: "{path}": {_MISSING_VALUE}'
+            )
+        try:
+            _remove(container, key)
+        except _OperationError as exc:
+            raise _OperationError(f"error in remove for path: '{path}': {exc}") from None
+
+    def _replace(self, op: JSON) -> None:
+        path = _decode_or("replace operation failed to decode path", _path, op, keep_cause=True)
+        if path == "":
+            value = op.get("value")
+            if not isinstance(value, dict | list):
+                # Upstream wraps a nil error here, which Go prints as %!w(<nil>).
+                raise _OperationError("replace operation value must be object or array: %!w(<nil>)")
+            self.root = copy.deepcopy(value)
+            return
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(
+                f"replace operation does not apply: doc is missing path: {path}: {_MISSING_VALUE}"
+            )
+        try:
+            _get(container, key)
+        except _OperationError:
+            raise _OperationError(
+                f"replace operation does not apply: doc is missing key: {path}: {_MISSING_VALUE}"
+            ) from None
+        try:
+            _set(container, key, copy.deepcopy(op.get("value")))
+        except _OperationError as exc:  # pragma: no cover - _get has checked the index
+            raise _OperationError(f"error in remove for path: '{path}': {exc}") from None
+
+    def _move(self, op: JSON) -> None:
+        source = _decode_or("move operation failed to decode from", _from, op, keep_cause=True)
+        container, key = _find(self.root, source)
+        if container is None:
+            raise _OperationError(
+                f"move operation does not apply: doc is missing from path: {source}: {_MISSING_VALUE}"
+            )
+        try:
+            value = _get(container, key)
+            _remove(container, key)
+        except _OperationError as exc:
+            raise _OperationError(f"error in move for path: '{key}': {exc}") from None
+        path = _decode_or("move operation failed to decode path", _path, op, keep_cause=True)
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(
+                f"move operation does not apply: doc is missing destination path: {path}: {_MISSING_VALUE}"
+            )
+        try:
+            _add(container, key, value)
+        except _OperationError as exc:
+            raise _OperationError(f"error in move for path: '{path}': {exc}") from None
+
+    def _test(self, op: JSON) -> None:
+        path = _decode_or("test operation failed to decode path", _path, op, keep_cause=True)
+        failed = _OperationError(f"testing value {path} failed: test failed")
+        if path == "":
+            if "value" not in op or not _json_equal(self.root, op["value"]):
+                raise failed
+            return
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(f"test operation does not apply: is missing path: {path}: {_MISSING_VALUE}")
+        try:
+            current = _get(container, key)
+        except _OperationError as exc:
+            raise _OperationError(f"error in test for path: '{path}': {exc}") from None
+        if current is None:
+            # An absent or null member passes against an absent or null value.
+            if op.get("value") is not None:
+                raise failed
+            return
+        if "value" not in op or not _json_equal(current, op["value"]):
+            raise failed
+
+    def _copy(self, op: JSON) -> None:
+        source = _decode_or("copy operation failed to decode from", _from, op, keep_cause=True)
+        container, key = _find(self.root, source)
+        if container is None:
+            raise _OperationError(
+                f"copy operation does not apply: doc is missing from path: {source}: {_MISSING_VALUE}"
+            )
+        try:
+            value = _get(container, key)
+        except _OperationError as exc:
+            raise _OperationError(f"error in copy for from: '{source}': {exc}") from None
+        path = _decode_or("copy operation failed to decode path", _path, op, keep_cause=False)
+        container, key = _find(self.root, path)
+        if container is None:
+            raise _OperationError(
+                f"copy operation does not apply: doc is missing destination path: {path}: {_MISSING_VALUE}"
+            )
+        if value is not None:
+            self.copied += len(_go_json(value).encode())
+        if self.max_copy_bytes > 0 and self.copied > self.max_copy_bytes:
+            raise _OperationError(
+                "Unable to complete the copy, the accumulated size increase of copy is "
+                f"{self.copied}, exceeding the limit {self.max_copy_bytes}"
+            )
+        try:
+            _add(container, key, copy.deepcopy(value))
+        except _OperationError as exc:
+            raise _OperationError(f"error while adding value during copy: {exc}") from None
+
+
+def _check_json_patch_decodes(patch: Any, field_validation: str) -> None:
+    """The decoding upstream does before applying: strictly into []jsonPatchOp (Warn and Strict),
+    then into json-patch's Patch. Both fail with 400 and encoding/json's text."""
+    if patch is None:
+        return
+    if field_validation in STRICT_VALIDATIONS:
+        prefix = "error decoding patch: json: cannot unmarshal"
+        if not isinstance(patch, list):
+            raise errors.bad_request(
+                f"{prefix} {_json_kind(patch)} into Go value of type []handlers.jsonPatchOp"
+            )
+        for operation in patch:
+            if operation is None:
+                continue
+            if not isinstance(operation, dict):
+                raise errors.bad_request(
+                    f"{prefix} {_json_kind(operation)} into Go value of type handlers.jsonPatchOp"
+                )
+            for name, value in operation.items():
+                if name in ("op", "path", "from") and value is not None and not isinstance(value, str):
+                    raise errors.bad_request(
+                        f"{prefix} {_json_kind(value)} into Go struct field jsonPatchOp.{name} of type string"
+                    )
+    if not isinstance(patch, list):
+        raise errors.bad_request(
+            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type jsonpatch.Patch"
+        )
+    for operation in patch:
+        if operation is not None and not isinstance(operation, dict):
+            raise errors.bad_request(
+                f"json: cannot unmarshal {_json_kind(operation)} into Go value of type jsonpatch.Operation"
+            )
+
+
+def apply_json_patch(
+    original: JSON,
+    patch: Any,
+    *,
+    field_validation: str = "Warn",
+    max_operations: int = MAX_JSON_PATCH_OPERATIONS,
+    max_copy_bytes: int = MAX_JSON_PATCH_COPY_BYTES,
+) -> JSON:
+    """Applies a JSON patch as kube-apiserver does; `original` is not changed.
+
+    An undecodable patch is 400; more than `max_operations` operations is 413; an operation that
+    does not apply (a failed `test`, a missing path, a bad index) is 422 with upstream's generic
+    message, the operation's own error kept as the exception's `__cause__`.
+    """
+    _check_json_patch_decodes(patch, field_validation)
+    operations: list[Any] = patch or []
+    if len(operations) > max_operations:
+        raise errors.too_large(
+            "Request entity too large: The allowed maximum operations in a JSON patch is "
+            f"{max_operations}, got {len(operations)}"
+        )
+    patcher = _JSONPatcher(copy.deepcopy(original), max_copy_bytes)
+    for operation in operations:
+        try:
+            patcher.apply(operation)
+        except _OperationError as exc:
+            raise _unprocessable(str(exc)) from exc
+    if not isinstance(patcher.root, dict):
+        raise _not_an_object(patcher.root)
+    result: JSON = patcher.root
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategic merge patch.
+
+
+class PatchStrategy:
+    """The `patchStrategy`/`patchMergeKey` tags of one field.
+
+    `merge` on a list of objects merges elements by `merge_key`; `merge` without a key makes a
+    list of scalars a set (union, `$deleteFromPrimitiveList`); `replace` replaces the field whole.
+    A list with no strategy is replaced whole (atomic) and an object with none is merged.
+    """
+
+    __slots__ = ("merge_key", "strategy")
+
+    def __init__(self, strategy: Literal["merge", "replace"], merge_key: str = "") -> None:
+        self.strategy = strategy
+        self.merge_key = merge_key
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PatchStrategy):
+            return NotImplemented
+        return (self.strategy, self.merge_key) == (other.strategy, other.merge_key)
+
+    def __hash__(self) -> int:
+        return hash((self.strategy, self.merge_key))
+
+    def __repr__(self) -> str:
+        key = f", merge_key={self.merge_key!r}" if self.merge_key else ""
+        return f"PatchStrategy({self.strategy!r}{key})"
+
+
+class PatchSchema:
+    """Patch strategies by field path: dotted JSON field names from the object's root, with list
+    elements transparent (`metadata.ownerReferences`, `spec.containers.ports`)."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping[str, PatchStrategy] | None = None) -> None:
+        self._fields: dict[str, PatchStrategy] = dict(fields or {})
+
+    @property
+    def fields(self) -> Mapping[str, PatchStrategy]:
+        return dict(self._fields)
+
+    def strategy(self, path: Iterable[str]) -> PatchStrategy | None:
+        return self._fields.get(".".join(path))
+
+    def extend(self, fields: Mapping[str, PatchStrategy]) -> PatchSchema:
+        """A schema with these fields added (or overridden), e.g. a kind's on top of ObjectMeta's."""
+        return PatchSchema({**self._fields, **fields})
+
+    def __repr__(self) -> str:
+        return f"PatchSchema({self._fields!r})"
+
+
+OBJECT_META_PATCH_SCHEMA = PatchSchema(
+    {
+        # metav1.ObjectMeta: `patchStrategy:"merge" patchMergeKey:"uid"`.
+        "metadata.ownerReferences": PatchStrategy("merge", "uid"),
+        # metav1.ObjectMeta: `patchStrategy:"merge"`, a set of strings.
+        "metadata.finalizers": PatchStrategy("merge"),
+        # metadata.managedFields has no strategy: replaced whole.
+    }
+)
+"""The strategies of the list fields of ObjectMeta, shared by every kind."""
+
+ROLE_BINDING_PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
+"""RoleBinding: `subjects` carries no strategy (+listType=atomic), so it is replaced whole."""
+
+EVENT_PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
+"""events/v1 Event has no list fields of its own."""
+
+
+_DIRECTIVE = "$patch"
+_DELETE_FROM_PRIMITIVE_LIST = "$deleteFromPrimitiveList"
+_RETAIN_KEYS = "$retainKeys"
+_SET_ELEMENT_ORDER = "$setElementOrder"
+_MAP_TYPE = "map[string]interface {}"
+_LIST_TYPE = "[]interface {}"
+
+# mergepatch's sentinel errors.
+_BAD_PRIMITIVE_LIST = "invalid patch format of primitive list"
+_BAD_RETAIN_KEYS = "invalid patch format of retainKeys"
+_BAD_SET_ELEMENT_ORDER = "invalid patch format of setElementOrder list"
+_NO_LIST_OF_LISTS = "lists of lists are not supported"
+
+_Path = tuple[str, ...]
+
+
+class _PatchError(Exception):
+    """A strategic merge patch that cannot be applied; `unprocessable` marks upstream's 422s."""
+
+    def __init__(self, message: str, unprocessable: bool = False) -> None:
+        super().__init__(message)
+        self.unprocessable = unprocessable
+
+
+def _bad_arg_type(expected: str, actual: Any) -> _PatchError:
+    return _PatchError(f"expected a {expected}, but received a {_go_type(actual)}")
+
+
+def _no_merge_key(item: JSON, merge_key: str) -> _PatchError:
+    return _PatchError(f"map: {_go_v(item)} does not contain declared merge key: {merge_key}")
+
+
+def _hashable(value: Any) -> tuple[type, Any]:
+    """A key that, like Go's interface{} map keys, tells values of different types apart."""
+    if isinstance(value, dict | list):
+        raise _PatchError(f"runtime error: hash of unhashable type {_go_type(value)}")
+    return type(value), value
+
+
+def _extract_key(key: str, prefix: str) -> str:
+    head, sep, rest = key.partition("/")
+    if not sep or head != prefix:
+        raise _PatchError(
+            _BAD_PRIMITIVE_LIST if prefix == _DELETE_FROM_PRIMITIVE_LIST else _BAD_SET_ELEMENT_ORDER
+        )
+    return rest
+
+
+_ABSENT: Any = object()
+
+
+def _discard_nulls(value: Any) -> Any:
+    """discardNullValuesFromPatch: drops null members of objects, at any depth."""
+    if isinstance(value, dict):
+        for key in [k for k, v in value.items() if v is None]:
+            del value[key]
+        for item in value.values():
+            _discard_nulls(item)
+    elif isinstance(value, list):
+        for item in value:
+            _discard_nulls(item)
+    return value
+
+
+def _remove_directives(value: Any) -> tuple[Any, bool]:
+    """removeDirectives: a patch value taken as it is loses the objects that carry `$patch`;
+    the second item says whether the value itself is kept."""
+    if isinstance(value, dict):
+        if _DIRECTIVE in value:
+            return None, False
+        for key in list(value):
+            kept, keep = _remove_directives(value[key])
+            if keep:
+                value[key] = kept
+            else:
+                del value[key]
+        return value, True
+    if isinstance(value, list):
+        items = []
+        for item in value:
+            kept, keep = _remove_directives(item)
+            if keep:
+                items.append(kept)
+        return items, True
+    return value, True
+
+
+class _StrategicMerge:
+    def __init__(self, schema: PatchSchema) -> None:
+        self.schema = schema
+
+    def merge_map(self, original: JSON | None, patch: JSON, path: _Path) -> JSON:
+        if _DIRECTIVE in patch:
+            directive = patch[_DIRECTIVE]
+            if directive == "replace":
+                del patch[_DIRECTIVE]
+                return patch
+            if directive == "delete":
+                return {}
+            raise _PatchError(f"unknown patch type: {_go_s(directive)} in map: {_go_v(patch)}")
+        if original is None:
+            original = {}
+        self._retain_keys(original, patch)
+        self._set_element_orders(original, patch, path)
+        # Upstream walks the patch in Go's random map order; here deletion lists come after the
+        # lists they delete from, which is also the order kubectl's patches are meant for.
+        keys = sorted(patch, key=lambda k: k.startswith(_DELETE_FROM_PRIMITIVE_LIST))
+        for patch_key in keys:
+            value = patch[patch_key]
+            key, is_delete_list = patch_key, False
+            if patch_key.startswith(_DELETE_FROM_PRIMITIVE_LIST):
+                key, is_delete_list = _extract_key(patch_key, _DELETE_FROM_PRIMITIVE_LIST), True
+            if value is None:
+                original.pop(key, None)
+                continue
+            current = original.get(key, _ABSENT)
+            if current is _ABSENT or type(current) is not type(value):
+                # Taken as it is, less its nulls and its directives; a deletion list has nothing
+                # to delete from here.
+                if not is_delete_list:
+                    kept, keep = _remove_directives(_discard_nulls(value))
+                    if keep:
+                        original[key] = kept
+                    else:
+                        original.pop(key, None)
+                continue
+            child = (*path, key)
+            strategy = self.schema.strategy(child)
+            if isinstance(current, dict):
+                replace = strategy is not None and strategy.strategy == "replace"
+                original[key] = value if replace else self.merge_map(current, value, child)
+            elif isinstance(current, list):
+                original[key] = self._merge_list(current, value, strategy, is_delete_list, child)
+            else:
+                original[key] = value
+        return original
+
+    @staticmethod
+    def _retain_keys(original: JSON, patch: JSON) -> None:
+        if _RETAIN_KEYS not in patch:
+            return
+        retained = patch.pop(_RETAIN_KEYS)
+        if not isinstance(retained, list):
+            raise _PatchError(_BAD_RETAIN_KEYS)
+        try:
+            keep = {_hashable(v) for v in retained}
+        except _PatchError:
+            raise _PatchError(_BAD_RETAIN_KEYS) from None
+        for key, value in patch.items():
+            if value is None or key.startswith((_DELETE_FROM_PRIMITIVE_LIST, _SET_ELEMENT_ORDER)):
+                continue
+            if (str, key) not in keep:
+                raise _PatchError(_BAD_RETAIN_KEYS)
+        for key in [k for k in original if (str, k) not in keep]:
+            del original[key]
+
+    def _set_element_orders(self, original: JSON, patch: JSON, path: _Path) -> None:
+        for order_key in [k for k in patch if k.startswith(_SET_ELEMENT_ORDER)]:
+            order = patch.pop(order_key)
+            if not isinstance(order, list):
+                raise _bad_arg_type(_LIST_TYPE, order)
+            key = _extract_key(order_key, _SET_ELEMENT_ORDER)
+            in_original, in_patch = key in original, key in patch
+            original_list: list[Any] = original[key] if in_original else []
+            patch_list: list[Any] = patch[key] if in_patch else []
+            for value in (original_list, patch_list):
+                if not isinstance(value, list):
+                    raise _bad_arg_type(_LIST_TYPE, value)
+            child = (*path, key)
+            strategy = self.schema.strategy(child)
+            merge_key = strategy.merge_key if strategy else ""
+            _check_order(patch_list, order, merge_key)
+            if in_original and in_patch:
+                merged = self._merge_list(original_list, patch_list, strategy, False, child)
+            elif in_original:
+                merged = original_list
+            elif in_patch:
+                merged = _remove_directives(patch_list)[0]
+            else:
+                continue
+            if merge_key:
+                in_order, server_only = _partition_maps(merged, order, merge_key)
+            else:
+                in_order, server_only = _partition_scalars(merged, order)
+            kind = _element_kind(original_list, patch_list)
+            original[key] = _normalize_order(in_order, server_only, order, original_list, merge_key, kind)
+            patch.pop(key, None)
+
+    def _merge_list(
+        self,
+        original: list[Any],
+        patch: list[Any],
+        strategy: PatchStrategy | None,
+        is_delete_list: bool,
+        path: _Path,
+    ) -> list[Any]:
+        # A deletion list deletes whatever the list's strategy, as current upstream does.
+        merging = strategy is not None and strategy.strategy == "merge"
+        if not merging and not is_delete_list:
+            return patch
+        merge_key = strategy.merge_key if strategy is not None else ""
+        original, patch = list(original), list(patch)
+        if not original and not patch:
+            return original
+        kind = _element_kind(original, patch)
+        if kind != "map":
+            if is_delete_list:
+                deleted = {_hashable(v) for v in patch}
+                return [v for v in original if _hashable(v) not in deleted]
+            merged = _deduplicate(original + patch)
+        else:
+            if not merge_key:
+                # Upstream names the Go kind of the list's elements: in our kinds a list merged
+                # without a key holds strings, and a list without a strategy holds structs.
+                element = "string" if merging else "struct"
+                raise _PatchError(f"cannot merge lists without merge key for {element}")
+            original, patch = _apply_list_directives(original, patch, merge_key)
+            server_order = list(original)
+            merged = original
+            for item in patch:
+                if merge_key not in item:
+                    raise _no_merge_key(item, merge_key)
+                found = _find_by_key(merged, merge_key, item[merge_key])
+                if found is None:
+                    merged.append(item)
+                else:
+                    merged[found] = self.merge_map(merged[found], item, path)
+            original = server_order
+        if merge_key:
+            in_patch, server_only = _partition_maps(merged, patch, merge_key)
+        else:
+            in_patch, server_only = _partition_scalars(merged, patch)
+        return _normalize_order(in_patch, server_only, patch, original, merge_key, kind)
+
+
+def _check_order(patch_list: list[Any], order: list[Any], merge_key: str) -> None:
+    """validatePatchWithSetOrderList: the patch's items must appear in $setElementOrder, in order."""
+    if not order or not patch_list:
+        return
+    items = _split_deletions(patch_list)[0] if merge_key else patch_list
+    i = j = 0
+    while i < len(items) and j < len(order):
+        if isinstance(items[i], dict) and _DIRECTIVE in items[i]:
+            i += 1
+            continue
+        if _merge_key_equal(items[i], order[j], merge_key):
+            i += 1
+        j += 1
+    if i < len(items) and j >= len(order):
+        raise _PatchError(
+            f"The order in patch list:\n{_go_v(patch_list)}\n doesn't match "
+            f"{_SET_ELEMENT_ORDER} list:\n{_go_v(order)}\n"
+        )
+
+
+def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
+    if not merge_key:
+        if isinstance(left, dict | list) or isinstance(right, dict | list):
+            raise _PatchError(f"runtime error: comparing uncomparable type {_go_type(left)}")
+        return _same(left, right)
+    for item in (left, right):
+        if not isinstance(item, dict):
+            raise _bad_arg_type(_MAP_TYPE, item)
+        if merge_key not in item:
+            raise _no_merge_key(item, merge_key)
+    return _same(left[merge_key], right[merge_key])
+
+
+def _element_kind(*lists: list[Any]) -> str:
+    """sliceElementType: every element of every list must have one type, and not be a list."""
+    first: type | None = None
+    for items in lists:
+        for item in items:
+            if first is None:
+                if isinstance(item, list):
+                    raise _PatchError(_NO_LIST_OF_LISTS, unprocessable=True)
+                first = type(item)
+            elif type(item) is not first:
+                raise _PatchError(f"list element types are not identical: {_go_v(list(lists))}")
+    if first is None:
+        raise _PatchError("no elements in any of the given slices")
+    return "map" if first is dict else "scalar"
+
+
+def _deduplicate(items: list[Any]) -> list[Any]:
+    """deduplicateScalars, whose order (a duplicate's place goes to the last element) matters."""
+    items = list(items)
+    last = len(items) - 1
+    i = 0
+    while i < last:
+        j = i + 1
+        while j <= last:
+            if _same(items[i], items[j]):
+                items[j] = items[last]
+                items.pop()
+                last -= 1
+                j -= 1
+            j += 1
+        i += 1
+    return items
+
+
+def _find_by_key(items: list[Any], merge_key: str, value: Any) -> int | None:
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _PatchError(f"value for key {index} is not a map.")
+        if merge_key in item and _same(item[merge_key], value):
+            return index
+    return None
+
+
+def _apply_list_directives(
+    original: list[Any], patch: list[Any], merge_key: str
+) -> tuple[list[Any], list[Any]]:
+    """mergeSliceWithSpecialElements: `$patch: delete|replace` elements of a list of objects."""
+    plain: list[Any] = []
+    replace = False
+    for item in patch:
+        if _DIRECTIVE not in item:
+            plain.append(item)
+            continue
+        directive = item[_DIRECTIVE]
+        if directive == "delete":
+            if merge_key not in item:
+                raise _no_merge_key(item, merge_key)
+            while (found := _find_by_key(original, merge_key, item[merge_key])) is not None:
+                del original[found]
+        elif directive == "replace":
+            replace = True
+        elif directive == "merge":
+            raise _PatchError("merging lists cannot yet be specified in the patch")
+        else:
+            raise _PatchError(f"unknown patch type: {_go_s(directive)} in map: {_go_v(item)}")
+    if replace:
+        return plain, []
+    return original, plain
+
+
+def _split_deletions(items: list[Any]) -> tuple[list[Any], list[Any]]:
+    keep: list[Any] = []
+    delete: list[Any] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise _bad_arg_type(_MAP_TYPE, item)
+        (delete if item.get(_DIRECTIVE) == "delete" else keep).append(item)
+    return keep, delete
+
+
+def _partition_scalars(items: list[Any], by: list[Any]) -> tuple[list[Any], list[Any]]:
+    present = {_hashable(v) for v in by}
+    inside = [v for v in items if _hashable(v) in present]
+    outside = [v for v in items if _hashable(v) not in present]
+    return inside, outside
+
+
+def _partition_maps(items: list[Any], by: list[Any], merge_key: str) -> tuple[list[Any], list[Any]]:
+    inside: list[Any] = []
+    outside: list[Any] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise _bad_arg_type(_MAP_TYPE, item)
+        if merge_key not in item:
+            raise _no_merge_key(item, merge_key)
+        (inside if _find_by_key(by, merge_key, item[merge_key]) is not None else outside).append(item)
+    return inside, outside
+
+
+class _Order:
+    """Positions in a list, looked up as upstream's `index` does: by merge key for objects, by
+    value for scalars, first occurrence winning, values of other types never equal."""
+
+    def __init__(self, items: list[Any], merge_key: str, kind: str) -> None:
+        self.merge_key = merge_key
+        self.kind = kind
+        self.positions: dict[tuple[type, Any], int] = {}
+        for position, item in enumerate(items):
+            key = self._key(item)
+            if key is not None:
+                self.positions.setdefault(key, position)
+
+    def _key(self, item: Any) -> tuple[type, Any] | None:
+        if self.kind == "map":
+            item = item.get(self.merge_key) if isinstance(item, dict) else None
+        if isinstance(item, dict | list):
+            return None
+        return type(item), item
+
+    def index(self, item: Any) -> int:
+        key = self._key(item)
+        return -1 if key is None else self.positions.get(key, -1)
+
+
+def _go_stable_sort(items: list[Any], less: Callable[[int, int], bool]) -> list[int]:
+    """The permutation Go's sort.SliceStable produces for `less` over positions 0..n-1.
+
+    Insertion sort of blocks of 20, then SymMerge (Kim & Kutzner) of ever larger runs, exactly as
+    Go does it, so that a comparator that is not a strict order (upstream's is not) sorts alike.
+    """
+    data = list(range(len(items)))
+
+    def lt(i: int, j: int) -> bool:
+        return less(data[i], data[j])
+
+    def swap(i: int, j: int) -> None:
+        data[i], data[j] = data[j], data[i]
+
+    def insertion_sort(a: int, b: int) -> None:
+        for i in range(a + 1, b):
+            j = i
+            while j > a and lt(j, j - 1):
+                swap(j, j - 1)
+                j -= 1
+
+    def swap_range(a: int, b: int, n: int) -> None:
+        for i in range(n):
+            swap(a + i, b + i)
+
+    def rotate(a: int, m: int, b: int) -> None:
+        i, j = m - a, b - m
+        while i != j:
+            if i > j:
+                swap_range(m - i, m, j)
+                i -= j
+            else:
+                swap_range(m - i, m + j - i, i)
+                j -= i
+        swap_range(m - i, m, i)
+
+    def sym_merge(a: int, m: int, b: int) -> None:
+        if m - a == 1:
+            i, j = m, b
+            while i < j:
+                h = (i + j) // 2
+                if lt(h, a):
+                    i = h + 1
+                else:
+                    j = h
+            for k in range(a, i - 1):
+                swap(k, k + 1)
+            return
+        if b - m == 1:
+            i, j = a, m
+            while i < j:
+                h = (i + j) // 2
+                if not lt(m, h):
+                    i = h + 1
+                else:
+                    j = h
+            for k in range(m, i, -1):
+                swap(k, k - 1)
+            return
+        mid = (a + b) // 2
+        n = mid + m
+        if m > mid:
+            start, r = n - b, mid
+        else:
+            start, r = a, m
+        p = n - 1
+        while start < r:
+            c = (start + r) // 2
+            if not lt(p - c, c):
+                start = c + 1
+            else:
+                r = c
+        end = n - start
+        if start < m < end:
+            rotate(start, m, end)
+        if a < start < mid:
+            sym_merge(a, start, mid)
+        if mid < end < b:
+            sym_merge(mid, end, b)
+
+    n = len(items)
+    block = 20
+    a, b = 0, block
+    while b <= n:
+        insertion_sort(a, b)
+        a, b = b, b + block
+    insertion_sort(a, n)
+    while block < n:
+        a, b = 0, 2 * block
+        while b <= n:
+            sym_merge(a, a + block, b)
+            a, b = b, b + 2 * block
+        if a + block < n:
+            sym_merge(a, a + block, n)
+        block *= 2
+    return data
+
+
+def _sort_by_order(items: list[Any], order: _Order) -> list[Any]:
+    """normalizeSliceOrder's sort: by position in `order`; upstream's comparator also calls an
+    item absent from `order` smaller than anything, which Go's stable sort then resolves."""
+    positions = [order.index(item) for item in items]
+
+    def less(i: int, j: int) -> bool:
+        if positions[i] >= 0 and positions[j] >= 0:
+            return positions[i] < positions[j]
+        return True
+
+    return [items[i] for i in _go_stable_sort(items, less)]
+
+
+def _normalize_slice(items: list[Any], order: list[Any], merge_key: str, kind: str) -> list[Any]:
+    deletions: list[Any] = []
+    if kind == "map":
+        for listed in (items, order):
+            for item in listed:
+                if not isinstance(item, dict):
+                    raise _bad_arg_type(_MAP_TYPE, item)
+                if merge_key not in item:
+                    raise _no_merge_key(item, merge_key)
+        items, deletions = _split_deletions(items)
+    return _sort_by_order(items, _Order(order, merge_key, kind)) + deletions
+
+
+def _normalize_order(
+    patch_items: list[Any],
+    server_only: list[Any],
+    patch_order: list[Any],
+    server_order: list[Any],
+    merge_key: str,
+    kind: str,
+) -> list[Any]:
+    """normalizeElementOrder: each part sorted by its own order, then interleaved, a server-only
+    item going first only where the server's order puts it before the patch item at hand."""
+    right = _normalize_slice(patch_items, patch_order, merge_key, kind)
+    left = _normalize_slice(server_only, server_order, merge_key, kind)
+    order = _Order(server_order, merge_key, kind)
+    left_at = [order.index(item) for item in left]
+    right_at = [order.index(item) for item in right]
+    merged: list[Any] = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        if left_at[i] >= 0 and right_at[j] >= 0 and left_at[i] < right_at[j]:
+            merged.append(left[i])
+            i += 1
+        else:
+            merged.append(right[j])
+            j += 1
+    return merged + left[i:] + right[j:]
+
+
+def apply_strategic_merge_patch(original: JSON, patch: Any, schema: PatchSchema) -> JSON:
+    """Applies a strategic merge patch as kube-apiserver does; `original` is not changed.
+
+    Objects merge and null deletes a member, as in a merge patch; lists follow `schema`
+    (merged by key, merged as sets, or replaced whole); the directives `$patch` (replace, delete;
+    merge is refused as upstream refuses it), `$retainKeys`, `$deleteFromPrimitiveList/<list>`
+    and `$setElementOrder/<list>` are honoured. A patch that is not an object, or that misuses
+    a directive, is 400; a list of lists is 422, as upstream.
+    """
+    if patch is None:
+        return copy.deepcopy(original)
+    if not isinstance(patch, dict):
+        raise errors.bad_request(
+            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
+        )
+    try:
+        return _StrategicMerge(schema).merge_map(copy.deepcopy(original), copy.deepcopy(patch), ())
+    except _PatchError as exc:
+        if exc.unprocessable:
+            raise _unprocessable(str(exc)) from exc
+        raise errors.bad_request(str(exc)) from exc

@@ -1,0 +1,227 @@
+"""RoleBinding (rbac.authorization.core.io/v1): schema, defaults, validation and strategy, as upstream's
+rbac.authorization.k8s.io/v1 RoleBinding with the group renamed (pkg/apis/rbac/v1/defaults.go,
+pkg/apis/rbac/validation/validation.go, pkg/registry/rbac/rolebinding/strategy.go)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from apiserver.errors import FieldError, invalid, not_supported, required
+from apiserver.patch import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
+from apiserver.resources import formats
+from apiserver.resources.base import JSON, Decoded, ResourceKind
+from apiserver.resources.meta import (
+    API_VERSION_DESCRIPTION,
+    KIND_DESCRIPTION,
+    METADATA_DESCRIPTION,
+    ObjectMeta,
+    go_struct,
+    object_meta_fields,
+    validate_object_meta,
+    validate_object_meta_update,
+)
+from apiserver.resources.schema import Go, decode_object
+
+GROUP = "rbac.authorization.core.io"
+SERVICE_ACCOUNT_KIND = "ServiceAccount"
+USER_KIND = "User"
+GROUP_KIND = "Group"
+
+_OPTIONAL = Go(omitempty=True)
+_SUBJECT_ORDER = ("kind", "apiGroup", "name", "namespace")
+_ATOMIC_STRUCT = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
+
+class Subject(BaseModel):
+    """A reference to the object or user identity a role binding applies to: either a direct API object
+    reference, or a value for non-objects such as user and group names."""
+
+    model_config = _ATOMIC_STRUCT
+
+    kind: Annotated[str, Go()] = Field(
+        description=(
+            'Kind of object being referenced. Values defined by this API group are "User", "Group", and '
+            '"ServiceAccount". If the Authorizer does not recognize the kind value, the Authorizer should '
+            "report an error."
+        )
+    )
+    apiGroup: Annotated[str, _OPTIONAL] = Field(
+        default="",
+        description=(
+            'APIGroup holds the API group of the referenced subject. Defaults to "" for ServiceAccount '
+            f'subjects. Defaults to "{GROUP}" for User and Group subjects.'
+        ),
+    )
+    name: Annotated[str, Go()] = Field(description="Name of the object being referenced.")
+    namespace: Annotated[str, _OPTIONAL] = Field(
+        default="",
+        description=(
+            'Namespace of the referenced object. If the object kind is non-namespaced, such as "User" or '
+            '"Group", and this value is not empty the Authorizer should report an error.'
+        ),
+    )
+
+
+class RoleRef(BaseModel):
+    """Information that points to the role being used."""
+
+    model_config = _ATOMIC_STRUCT
+
+    apiGroup: Annotated[str, Go()] = Field(
+        description="APIGroup is the group for the resource being referenced"
+    )
+    kind: Annotated[str, Go()] = Field(description="Kind is the type of resource being referenced")
+    name: Annotated[str, Go()] = Field(description="Name is the name of resource being referenced")
+
+
+class RoleBinding(BaseModel):
+    """RoleBinding references a role, but does not contain it. It can reference a Role in the same
+    namespace or a ClusterRole in the global namespace. It adds who information via Subjects and
+    namespace information by which namespace it exists in. RoleBindings in a given namespace only have
+    effect in that namespace."""
+
+    kind: Annotated[str, _OPTIONAL] = Field(default="", description=KIND_DESCRIPTION)
+    apiVersion: Annotated[str, _OPTIONAL] = Field(default="", description=API_VERSION_DESCRIPTION)
+    metadata: Annotated[ObjectMeta, _OPTIONAL] = Field(
+        default_factory=ObjectMeta, description=METADATA_DESCRIPTION
+    )
+    subjects: Annotated[list[Subject], _OPTIONAL] = Field(
+        default_factory=list,
+        description="Subjects holds references to the objects the role applies to.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    roleRef: Annotated[RoleRef, Go()] = Field(
+        description=(
+            "RoleRef can reference a Role in the current namespace or a ClusterRole in the global "
+            "namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. "
+            "This field is immutable."
+        )
+    )
+
+
+# ----------------------------------------------------------------------------- defaults
+
+
+def set_defaults(obj: JSON) -> None:
+    """SetDefaults_RoleBinding and SetDefaults_Subject, on a canonical object (in place)."""
+    role_ref = obj.get("roleRef")
+    if isinstance(role_ref, dict) and not role_ref.get("apiGroup"):
+        role_ref["apiGroup"] = GROUP
+    for subject in obj.get("subjects") or []:
+        defaulted = isinstance(subject, dict) and not subject.get("apiGroup")
+        if defaulted and subject.get("kind") in (USER_KIND, GROUP_KIND):
+            subject["apiGroup"] = GROUP
+            # Keep Go's field order: kind, apiGroup, name, namespace.
+            ordered = {key: subject.pop(key) for key in _SUBJECT_ORDER if key in subject}
+            subject.update(ordered | subject)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _s(obj: Any, key: str) -> str:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _d(obj: Any, key: str) -> JSON:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def validate_subject(subject: JSON, path: str, *, namespaced: bool = True) -> list[FieldError]:
+    """validateRoleBindingSubject."""
+    errs: list[FieldError] = []
+    name, kind, api_group = _s(subject, "name"), _s(subject, "kind"), _s(subject, "apiGroup")
+    if not name:
+        errs.append(required(f"{path}.name"))
+    if kind == SERVICE_ACCOUNT_KIND:
+        if name:
+            errs += [invalid(f"{path}.name", name, msg) for msg in formats.name_is_dns_subdomain(name, False)]
+        if api_group:
+            errs.append(not_supported(f"{path}.apiGroup", api_group, [""]))
+        if not namespaced and not _s(subject, "namespace"):
+            errs.append(required(f"{path}.namespace"))
+    elif kind in (USER_KIND, GROUP_KIND):
+        if not name:
+            what = "user" if kind == USER_KIND else "group"
+            errs.append(invalid(f"{path}.name", name, f"{what} name cannot be empty"))
+        if api_group != GROUP:
+            errs.append(not_supported(f"{path}.apiGroup", api_group, [GROUP]))
+    else:
+        errs.append(not_supported(f"{path}.kind", kind, [SERVICE_ACCOUNT_KIND, USER_KIND, GROUP_KIND]))
+    return errs
+
+
+def validate_role_binding(obj: JSON) -> list[FieldError]:
+    """ValidateRoleBinding."""
+    errs = validate_object_meta(_d(obj, "metadata"), formats.name_is_path_segment)
+    role_ref = obj.get("roleRef")
+    api_group, kind, name = _s(role_ref, "apiGroup"), _s(role_ref, "kind"), _s(role_ref, "name")
+    if api_group != GROUP:
+        errs.append(not_supported("roleRef.apiGroup", api_group, [GROUP]))
+    if kind not in ("Role", "ClusterRole"):
+        errs.append(not_supported("roleRef.kind", kind, ["Role", "ClusterRole"]))
+    if not name:
+        errs.append(required("roleRef.name"))
+    else:
+        errs += [invalid("roleRef.name", name, msg) for msg in formats.name_is_path_segment(name, False)]
+    subjects = obj.get("subjects")
+    for i, subject in enumerate(subjects if isinstance(subjects, list) else []):
+        errs += validate_subject(subject if isinstance(subject, dict) else {}, f"subjects[{i}]")
+    return errs
+
+
+def _role_ref_tuple(obj: JSON) -> tuple[str, str, str]:
+    role_ref = obj.get("roleRef")
+    return (_s(role_ref, "apiGroup"), _s(role_ref, "kind"), _s(role_ref, "name"))
+
+
+def validate_role_binding_update(obj: JSON, old: JSON) -> list[FieldError]:
+    """ValidateRoleBindingUpdate (which validates the new object again, as upstream does)."""
+    errs = validate_role_binding(obj)
+    errs += validate_object_meta_update(_d(obj, "metadata"), _d(old, "metadata"))
+    new_ref, old_ref = _role_ref_tuple(obj), _role_ref_tuple(old)
+    if new_ref != old_ref:
+        shown = go_struct("rbac.RoleRef", list(zip(("APIGroup", "Kind", "Name"), new_ref, strict=True)))
+        errs.append(invalid("roleRef", shown, "cannot change roleRef"))
+    return errs
+
+
+# ----------------------------------------------------------------------------- strategy
+
+
+class RoleBindingKind(ResourceKind):
+    group: ClassVar[str] = GROUP
+    version: ClassVar[str] = "v1"
+    kind: ClassVar[str] = "RoleBinding"
+    list_kind: ClassVar[str] = "RoleBindingList"
+    plural: ClassVar[str] = "rolebindings"
+    singular: ClassVar[str] = "rolebinding"
+    model: ClassVar[type[BaseModel]] = RoleBinding
+    # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
+    patch_schema: ClassVar[PatchSchema] = ROLE_BINDING_PATCH_SCHEMA
+
+    def decode(self, data: JSON) -> Decoded:
+        decoded = decode_object(RoleBinding, data, kind=self.kind, version=self.version)
+        set_defaults(decoded.obj)
+        return decoded
+
+    def prepare_for_create(self, obj: JSON) -> None:
+        """Nothing beyond the generic metadata handling, as upstream."""
+
+    def prepare_for_update(self, obj: JSON, old: JSON) -> None:
+        """Nothing beyond the generic metadata handling, as upstream."""
+
+    def validate(self, obj: JSON) -> list[FieldError]:
+        return validate_role_binding(obj)
+
+    def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
+        # The strategy validates the new object, then ValidateRoleBindingUpdate validates it once more,
+        # so kube-apiserver reports each error of the new object twice (the message lists it once).
+        return validate_role_binding(obj) + validate_role_binding_update(obj, old)
+
+    def selectable_fields(self, obj: JSON) -> dict[str, str]:
+        return object_meta_fields(obj)

@@ -1,0 +1,373 @@
+"""The wire schema of a kind, and the decoding of a request body into its canonical JSON.
+
+Models are pydantic classes named like upstream's Go structs, with fields named like the JSON keys and
+declared in the Go struct's order. Each field carries a `Go` marker in its `Annotated` metadata that
+says how Go's encoding/json treats it (omitempty, pointer or value, int32/int64, Time/MicroTime).
+`fields_of(model)` turns a model into `FieldSpec`s; the decoder here and the OpenAPI generator both
+read those.
+
+Decoding follows upstream's JSON decoder (case-sensitive keys, unknown fields dropped and reported
+with their JSON paths) and then marshals the result as Go's encoding/json would: struct order,
+omitempty, value structs always present, a zero Time as null.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import types
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from functools import cache
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
+
+from apiserver.errors import bad_request, go_quote
+from apiserver.resources.base import JSON, Decoded
+
+# Values of Go.format.
+INT32 = "int32"
+INT64 = "int64"
+TIME = "time"  # metav1.Time: RFC 3339, whole seconds
+MICRO_TIME = "micro-time"  # metav1.MicroTime: RFC 3339, six fraction digits
+
+TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+
+# Go's package name of every struct served here (metav1, corev1, rbacv1, eventsv1 are all "v1").
+GO_PACKAGE = "v1"
+
+
+@dataclass(frozen=True)
+class Go:
+    """How upstream's Go struct declares a field.
+
+    omitempty: the JSON tag has `,omitempty` (has no effect on value structs and Times, as in Go).
+    pointer: the Go field is a pointer (*int64, *bool, *Time, *Struct): absent stays absent, while a
+        present zero value is kept.
+    format: INT32/INT64 for integers (default INT64), TIME/MICRO_TIME for timestamps held as str.
+    """
+
+    omitempty: bool = False
+    pointer: bool = False
+    format: str = ""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    name: str  # "string", "bool", "int32", "int64"
+
+
+@dataclass(frozen=True)
+class Timestamp:
+    micro: bool
+
+
+@dataclass(frozen=True)
+class Struct:
+    model: type[BaseModel]
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: TypeSpec
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """map[string]<value>."""
+
+    value: TypeSpec
+
+
+@dataclass(frozen=True)
+class FreeForm:
+    """Any JSON object, kept as given (metav1.FieldsV1)."""
+
+
+TypeSpec = Scalar | Timestamp | Struct | ListOf | MapOf | FreeForm
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a struct, everything OpenAPI and the decoder need about it."""
+
+    name: str
+    type: TypeSpec
+    go: Go
+    description: str
+    required: bool
+    extensions: dict[str, Any] = field(default_factory=dict)
+
+
+def go_type_name(spec: TypeSpec) -> str:
+    """The Go type as upstream's decoder names it in errors (`[]v1.Subject`, `map[string]string`)."""
+    if isinstance(spec, Scalar):
+        return spec.name
+    if isinstance(spec, Timestamp):
+        return f"{GO_PACKAGE}.MicroTime" if spec.micro else f"{GO_PACKAGE}.Time"
+    if isinstance(spec, Struct):
+        return f"{GO_PACKAGE}.{spec.model.__name__}"
+    if isinstance(spec, ListOf):
+        return "[]" + go_type_name(spec.item)
+    if isinstance(spec, MapOf):
+        return "map[string]" + go_type_name(spec.value)
+    return f"{GO_PACKAGE}.FieldsV1"
+
+
+def _type_spec(annotation: Any, go: Go) -> TypeSpec:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(args) != 1:
+            raise TypeError(f"unsupported union {annotation!r}")
+        return _type_spec(args[0], go)
+    if origin is list:
+        (item,) = get_args(annotation)
+        return ListOf(_type_spec(item, Go()))
+    if origin is dict:
+        key, value = get_args(annotation)
+        if key is not str:
+            raise TypeError(f"map keys must be str: {annotation!r}")
+        return FreeForm() if value is Any else MapOf(_type_spec(value, Go()))
+    if annotation is str:
+        if go.format in (TIME, MICRO_TIME):
+            return Timestamp(micro=go.format == MICRO_TIME)
+        return Scalar("string")
+    if annotation is bool:
+        return Scalar("bool")
+    if annotation is int:
+        return Scalar(go.format or INT64)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return Struct(annotation)
+    raise TypeError(f"unsupported field type {annotation!r}")
+
+
+@cache
+def fields_of(model: type[BaseModel]) -> tuple[FieldSpec, ...]:
+    """The fields of a model in Go struct order."""
+    specs: list[FieldSpec] = []
+    for name, info in model.model_fields.items():
+        go = next((m for m in info.metadata if isinstance(m, Go)), Go())
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        specs.append(
+            FieldSpec(
+                name=info.alias or name,
+                type=_type_spec(info.annotation, go),
+                go=go,
+                description=info.description or "",
+                required=info.is_required(),
+                extensions=dict(extra),
+            )
+        )
+    return tuple(specs)
+
+
+# ----------------------------------------------------------------------------- timestamps
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
+)
+_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """An RFC 3339 date-time (any offset, any number of fraction digits) in UTC, truncated to
+    microseconds; None if it is not one. Go's zero time (0001-01-01T00:00:00Z) parses as itself."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction, zulu, sign, off_hours, off_minutes = match.groups()[6:]
+    micros = int((fraction or "")[:6].ljust(6, "0"))
+    try:
+        if zulu:
+            tz = UTC
+        else:
+            hours, minutes = int(off_hours), int(off_minutes)
+            if hours > 23 or minutes > 59:
+                return None
+            offset = timedelta(hours=hours, minutes=minutes)
+            tz = timezone(-offset if sign == "-" else offset)
+        return datetime(year, month, day, hour, minute, second, micros, tzinfo=tz).astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def format_timestamp(moment: datetime, *, micro: bool) -> str:
+    """metav1.Time (`2026-11-22T02:16:41Z`) or metav1.MicroTime (`2026-11-22T02:16:41.123456Z`)."""
+    moment = moment.astimezone(UTC)
+    text = (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    )
+    if micro:
+        text += f".{moment.microsecond:06d}"
+    return text + "Z"
+
+
+def canonical_timestamp(text: str, *, micro: bool) -> str | None:
+    """The canonical form of a timestamp, None for Go's zero time; ValueError if malformed."""
+    moment = parse_rfc3339(text)
+    if moment is None:
+        raise ValueError(text)
+    if moment == _ZERO_TIME:
+        return None
+    return format_timestamp(moment, micro=micro)
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+class _TypeMismatch(Exception):
+    pass
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+_INT_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+
+    def struct(self, model: type[BaseModel], data: JSON, path: str, stack: tuple[str, ...]) -> JSON:
+        specs = fields_of(model)
+        by_name = {spec.name: spec for spec in specs}
+        values: dict[str, Any] = {}
+        for key, raw in data.items():
+            child = f"{path}.{key}" if path else key
+            spec = by_name.get(key)
+            if spec is None:
+                self.unknown.append(child)
+                continue
+            if raw is None:  # null: the field stays (or becomes) unset
+                values.pop(key, None)
+                continue
+            values[key] = self.value(spec.type, raw, child, (*stack, key), model.__name__)
+        return self.marshal(specs, values)
+
+    def marshal(self, specs: tuple[FieldSpec, ...], values: dict[str, Any]) -> JSON:
+        out: JSON = {}
+        for spec in specs:
+            present = spec.name in values
+            value = values.get(spec.name)
+            t, go = spec.type, spec.go
+            if isinstance(t, Timestamp) and not go.pointer:
+                out[spec.name] = value  # a value Time: never omitted; zero marshals as null
+            elif isinstance(t, Struct) and not go.pointer:
+                out[spec.name] = value if present else self.zero(t)
+            elif go.pointer or isinstance(t, FreeForm):
+                if present and value is not None:
+                    out[spec.name] = value
+                elif not go.omitempty:
+                    out[spec.name] = None
+            elif isinstance(t, ListOf | MapOf):
+                if present:
+                    if value or not go.omitempty:
+                        out[spec.name] = value
+                elif not go.omitempty:
+                    out[spec.name] = None
+            else:
+                if not present:
+                    value = self.zero(t)
+                if value or not go.omitempty:
+                    out[spec.name] = value
+        return out
+
+    def zero(self, t: TypeSpec) -> Any:
+        if isinstance(t, Scalar):
+            return "" if t.name == "string" else False if t.name == "bool" else 0
+        if isinstance(t, Struct):
+            return self.marshal(fields_of(t.model), {})
+        return None
+
+    def value(self, t: TypeSpec, raw: Any, path: str, stack: tuple[str, ...], owner: str) -> Any:
+        if isinstance(t, Scalar):
+            return self.scalar(t, raw, stack, owner)
+        if isinstance(t, Timestamp):
+            if not isinstance(raw, str):
+                # Upstream's Time.UnmarshalJSON first decodes a JSON string.
+                raise self.mismatch(_json_kind(raw), stack, owner, "string")
+            try:
+                return canonical_timestamp(raw, micro=t.micro)
+            except ValueError:
+                layout = MICRO_TIME_LAYOUT if t.micro else TIME_LAYOUT
+                raise _TypeMismatch(
+                    f"parsing time {go_quote(raw)} as {go_quote(layout)}: cannot parse "
+                    f"{go_quote(raw)} as an RFC 3339 date-time (Go struct field "
+                    f"{owner}.{'.'.join(stack)} of type {go_type_name(t)})"
+                ) from None
+        if isinstance(t, Struct):
+            if not isinstance(raw, dict):
+                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+            return self.struct(t.model, raw, path, stack)
+        if isinstance(t, ListOf):
+            if not isinstance(raw, list):
+                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+            return [
+                self.zero(t.item) if item is None else self.value(t.item, item, f"{path}[{i}]", stack, owner)
+                for i, item in enumerate(raw)
+            ]
+        if isinstance(t, MapOf):
+            if not isinstance(raw, dict):
+                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+            return {
+                key: self.zero(t.value) if item is None else self.value(t.value, item, path, stack, owner)
+                for key, item in raw.items()
+            }
+        if not isinstance(raw, dict):
+            raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+        return copy.deepcopy(raw)
+
+    def scalar(self, t: Scalar, raw: Any, stack: tuple[str, ...], owner: str) -> Any:
+        if t.name == "string":
+            if isinstance(raw, str):
+                return raw
+        elif t.name == "bool":
+            if isinstance(raw, bool):
+                return raw
+        elif isinstance(raw, int | float) and not isinstance(raw, bool):
+            low, high = _INT_RANGES[t.name]
+            if isinstance(raw, int) and low <= raw <= high:
+                return raw
+            raise self.mismatch(f"number {raw!r}", stack, owner, t.name)
+        raise self.mismatch(_json_kind(raw), stack, owner, t.name)
+
+    @staticmethod
+    def mismatch(what: str, stack: tuple[str, ...], owner: str, go_type: str) -> _TypeMismatch:
+        return _TypeMismatch(
+            f"json: cannot unmarshal {what} into Go struct field {owner}.{'.'.join(stack)} of type {go_type}"
+        )
+
+
+def decode_object(model: type[BaseModel], data: Any, *, kind: str, version: str) -> Decoded:
+    """The canonical object of a parsed request body, with its unknown fields pruned and reported.
+
+    Raises StatusError 400 on a type error, worded as kube-apiserver words it:
+    `RoleBinding in version "v1" cannot be handled as a RoleBinding: json: cannot unmarshal string
+    into Go struct field RoleBinding.subjects of type []v1.Subject`.
+    """
+    prefix = f'{kind} in version "{version}" cannot be handled as a {kind}: '
+    if not isinstance(data, dict):
+        raise bad_request(
+            prefix + f"json: cannot unmarshal {_json_kind(data)} into Go value of type {GO_PACKAGE}.{kind}"
+        )
+    decoder = _Decoder()
+    try:
+        obj = decoder.struct(model, data, "", ())
+    except _TypeMismatch as exc:
+        raise bad_request(prefix + str(exc)) from None
+    return Decoded(obj, decoder.unknown)

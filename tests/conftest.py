@@ -1,0 +1,8 @@
+"""Fixtures shared across the suite: real etcd, real kubectl/helm, the real server process."""
+
+pytest_plugins = [
+    "tests.support.etcd",
+    "tests.support.tools",
+    "tests.support.server",
+    "tests.support.api",
+]

@@ -1,0 +1,253 @@
+"""List and watch semantics over HTTP: selectors, pagination on a snapshot, resourceVersion
+matching, watch from a revision, selector transitions, bookmarks, initial events, timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.api import Api, ev_path, event, rb_path, rolebinding
+from tests.support.server import ServerProcess, start_server
+
+
+@pytest.fixture(scope="module")
+def fast_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with a one-second bookmark interval so bookmark behaviour shows quickly."""
+    process = start_server(tmp_path_factory.mktemp("coreio-lw"), ["--watch-bookmark-interval", "1"])
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def fapi(fast_server: ServerProcess) -> Api:
+    return Api(fast_server)
+
+
+def names(listed: dict[str, Any]) -> list[str]:
+    return [item["metadata"]["name"] for item in listed["items"]]
+
+
+def labelled(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    obj = rolebinding(name)
+    obj["metadata"]["labels"] = labels
+    return obj
+
+
+@pytest.fixture(scope="module")
+def selector_fixture(fapi: Api) -> None:
+    for name, labels in [
+        ("a", {"env": "prod", "tier": "web"}),
+        ("b", {"env": "dev", "tier": "web"}),
+        ("c", {"env": "prod"}),
+        ("d", {"version": "3"}),
+        ("e", {"version": "10"}),
+    ]:
+        assert fapi.post(rb_path("sel"), labelled(name, labels)).status == 201
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("env=prod", ["a", "c"]),
+        ("env==prod", ["a", "c"]),
+        ("env!=prod", ["b", "d", "e"]),
+        ("env in (dev,prod)", ["a", "b", "c"]),
+        ("env notin (prod)", ["b", "d", "e"]),
+        ("tier", ["a", "b"]),
+        ("!tier", ["c", "d", "e"]),
+        ("env=prod,tier=web", ["a"]),
+        ("version>5", ["e"]),
+        ("version<5", ["d"]),
+    ],
+)
+def test_label_selectors(fapi: Api, selector_fixture: None, selector: str, expected: list[str]) -> None:
+    from urllib.parse import quote
+
+    listed = fapi.get(f"{rb_path('sel')}?labelSelector={quote(selector)}").json
+    assert names(listed) == expected
+
+
+def test_field_selectors(fapi: Api) -> None:
+    fapi.post(ev_path("fs"), event("one", namespace="fs"))
+    warning = event("two", namespace="fs", type="Warning", reason="BackOff")
+    warning["regarding"]["name"] = "web-1"
+    fapi.post(ev_path("fs"), warning)
+    assert names(fapi.get(f"{ev_path('fs')}?fieldSelector=type%3DWarning").json) == ["two"]
+    assert names(fapi.get(f"{ev_path('fs')}?fieldSelector=regarding.name%3Dweb-0").json) == ["one"]
+    assert names(fapi.get(f"{ev_path('fs')}?fieldSelector=reason!%3DBackOff").json) == ["one"]
+    assert names(fapi.get(f"{ev_path('fs')}?fieldSelector=metadata.name%3Dtwo").json) == ["two"]
+    assert names(
+        fapi.get(f"{ev_path('fs')}?fieldSelector=reportingController%3Dexample.com/controller").json
+    ) == [
+        "one",
+        "two",
+    ]
+    across = fapi.get("/apis/events.core.io/v1/events?fieldSelector=metadata.namespace%3Dfs").json
+    assert names(across) == ["one", "two"]
+
+
+def test_pagination_is_a_consistent_snapshot(fapi: Api) -> None:
+    for index in range(6):
+        fapi.post(rb_path("page"), rolebinding(f"p{index}"))
+    first = fapi.get(f"{rb_path('page')}?limit=4").json
+    assert names(first) == ["p0", "p1", "p2", "p3"]
+    assert first["metadata"]["remainingItemCount"] == 2
+    # Changes after the first page do not show in later pages of the same list.
+    fapi.post(rb_path("page"), rolebinding("p6"))
+    fapi.delete(rb_path("page", "p5"))
+    second = fapi.get(f"{rb_path('page')}?limit=4&continue={first['metadata']['continue']}").json
+    assert names(second) == ["p4", "p5"]
+    assert "continue" not in second["metadata"]
+    assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+def test_continue_token_with_resource_version_is_400(fapi: Api) -> None:
+    first = fapi.get(f"{rb_path('page')}?limit=1").json
+    token = first["metadata"]["continue"]
+    response = fapi.get(f"{rb_path('page')}?limit=1&continue={token}&resourceVersion=5")
+    assert response.status == 400
+    assert fapi.get(f"{rb_path('page')}?continue=garbage!").status == 400
+
+
+def test_limit_with_selector_fills_pages(fapi: Api, selector_fixture: None) -> None:
+    first = fapi.get(f"{rb_path('sel')}?limit=1&labelSelector=env%3Dprod").json
+    assert names(first) == ["a"]
+    assert "remainingItemCount" not in first["metadata"]
+    second = fapi.get(
+        f"{rb_path('sel')}?limit=1&labelSelector=env%3Dprod&continue={first['metadata']['continue']}"
+    ).json
+    assert names(second) == ["c"]
+
+
+def test_resource_version_match_exact_reads_the_past(fapi: Api) -> None:
+    created = fapi.post(rb_path("exact"), labelled("x", {"v": "1"})).json
+    past = created["metadata"]["resourceVersion"]
+    fapi.patch(rb_path("exact", "x"), {"metadata": {"labels": {"v": "2"}}})
+    old = fapi.get(f"{rb_path('exact')}?resourceVersion={past}&resourceVersionMatch=Exact").json
+    assert old["metadata"]["resourceVersion"] == past
+    assert old["items"][0]["metadata"]["labels"] == {"v": "1"}
+    now = fapi.get(f"{rb_path('exact')}?resourceVersion={past}&resourceVersionMatch=NotOlderThan").json
+    assert now["items"][0]["metadata"]["labels"] == {"v": "2"}
+    assert int(now["metadata"]["resourceVersion"]) > int(past)
+
+
+def test_too_new_resource_version_is_504(fapi: Api) -> None:
+    response = fapi.get(f"{rb_path('exact')}?resourceVersion=999999999")
+    assert response.status == 504
+    assert response.json["reason"] == "Timeout"
+    assert "Too large resource version" in response.json["message"]
+
+
+def collect(
+    api: Api, path: str, count: int, timeout: float = 15
+) -> tuple[list[dict[str, Any]], threading.Thread]:
+    events: list[dict[str, Any]] = []
+
+    def run() -> None:
+        with api.watch(path, timeout=timeout) as stream:
+            for item in stream:
+                events.append(item)
+                if len(events) >= count:
+                    return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return events, thread
+
+
+def test_watch_from_revision_with_selector_transitions(fapi: Api) -> None:
+    start = fapi.get(rb_path("wsel")).json["metadata"]["resourceVersion"]
+    events, thread = collect(
+        fapi, f"{rb_path('wsel')}?watch=1&resourceVersion={start}&labelSelector=app%3Dweb", 3
+    )
+    time.sleep(0.3)
+    fapi.post(rb_path("wsel"), labelled("w", {"app": "web"}))
+    fapi.post(rb_path("wsel"), labelled("other", {"app": "db"}))
+    fapi.patch(rb_path("wsel", "w"), {"metadata": {"labels": {"app": "api"}}})
+    fapi.patch(rb_path("wsel", "other"), {"metadata": {"labels": {"app": "web"}}})
+    thread.join(15)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "w"),
+        ("DELETED", "w"),  # stopped matching: DELETED with its last matching state
+        ("ADDED", "other"),  # started matching
+    ]
+    assert events[1]["object"]["metadata"]["labels"] == {"app": "web"}
+    assert int(events[1]["object"]["metadata"]["resourceVersion"]) > int(
+        events[0]["object"]["metadata"]["resourceVersion"]
+    )
+    assert events[0]["object"]["kind"] == "RoleBinding"
+
+
+def test_watch_without_resource_version_starts_with_current_objects(fapi: Api) -> None:
+    fapi.post(rb_path("winit"), rolebinding("existing"))
+    events, thread = collect(fapi, f"{rb_path('winit')}?watch=true", 2)
+    time.sleep(0.3)
+    fapi.post(rb_path("winit"), rolebinding("later"))
+    thread.join(15)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "existing"),
+        ("ADDED", "later"),
+    ]
+
+
+def test_send_initial_events_ends_with_bookmark(fapi: Api) -> None:
+    fapi.post(rb_path("wsie"), rolebinding("one"))
+    fapi.post(rb_path("wsie"), rolebinding("two"))
+    path = (
+        f"{rb_path('wsie')}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+        "&allowWatchBookmarks=true&resourceVersion="
+    )
+    events, thread = collect(fapi, path, 3)
+    thread.join(15)
+    assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK"]
+    bookmark = events[2]["object"]
+    assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert bookmark["kind"] == "RoleBinding"
+    assert int(bookmark["metadata"]["resourceVersion"]) >= max(
+        int(e["object"]["metadata"]["resourceVersion"]) for e in events[:2]
+    )
+
+
+def test_bookmarks_when_asked_with_either_spelling(fapi: Api) -> None:
+    for param in ("allowWatchBookmarks", "allowWatcokmarks"):
+        start = fapi.get(rb_path("wbm")).json["metadata"]["resourceVersion"]
+        events, thread = collect(
+            fapi, f"{rb_path('wbm')}?watch=1&resourceVersion={start}&{param}=true", 1, timeout=20
+        )
+        thread.join(20)
+        assert events and events[0]["type"] == "BOOKMARK", param
+        assert set(events[0]["object"]["metadata"]) == {"resourceVersion"}
+
+
+def test_timeout_seconds_ends_the_stream(fapi: Api) -> None:
+    began = time.monotonic()
+    with fapi.watch(f"{rb_path('wto')}?watch=1&timeoutSeconds=1") as stream:
+        assert list(stream) == []
+    assert time.monotonic() - began < 10
+
+
+def test_finalizers_hold_deletion_until_removed(fapi: Api) -> None:
+    body = rolebinding("held")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    created = fapi.post(rb_path("fin"), body).json
+    start = created["metadata"]["resourceVersion"]
+    events, thread = collect(fapi, f"{rb_path('fin')}?watch=1&resourceVersion={start}", 2)
+    response = fapi.delete(rb_path("fin", "held"))
+    assert response.status == 202
+    held = response.json
+    assert held["kind"] == "RoleBinding" and held["metadata"]["deletionTimestamp"]
+    assert (
+        fapi.get(rb_path("fin", "held")).json["metadata"]["deletionTimestamp"]
+        == held["metadata"]["deletionTimestamp"]
+    )
+    # Removing the last finalizer deletes it.
+    assert fapi.patch(rb_path("fin", "held"), {"metadata": {"finalizers": None}}).status == 200
+    assert fapi.get(rb_path("fin", "held")).status == 404
+    thread.join(15)
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
