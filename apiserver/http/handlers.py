@@ -18,6 +18,7 @@ from apiserver.http.watchstream import stream_watch, watch_timeout
 from apiserver.options import delete_options_from_body
 from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
 from apiserver.registry import ResourceStore
+from apiserver.selectors import escape_field_value, parse_field_selector
 
 JSON = dict[str, Any]
 
@@ -140,18 +141,17 @@ class ApiHandler:
         raise errors.method_not_allowed()
 
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        opts = query.list_options(request.query, _selectable(route.store))
+        opts = query.list_options(request.query, route.store.kind)
         return object_response(request, await route.store.list(route.namespace, opts))
 
     async def _watch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        opts = query.list_options(request.query, _selectable(route.store), watch=True)
+        opts = query.list_options(request.query, route.store.kind, watch=True)
         if route.name is not None:
-            # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name.
-            from apiserver.selectors import parse_field_selector
-
-            opts.field_selector = parse_field_selector(
-                f"metadata.name={route.name}", _selectable(route.store)
-            )
+            # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name (and the selector).
+            pinned = f"metadata.name={escape_field_value(route.name)}"
+            if opts.field_selector is not None and not opts.field_selector.empty:
+                pinned = f"{opts.field_selector},{pinned}"
+            opts.field_selector = parse_field_selector(pinned, route.store.kind.selectable_field_names)
         events = await route.store.watch(route.namespace, opts)
         timeout = watch_timeout(opts.timeout_seconds, self.min_request_timeout)
         return await stream_watch(request, events, timeout)
@@ -182,11 +182,12 @@ class ApiHandler:
             raise errors.unsupported_media_type(list(served))
         _, parsed = codec.parse_body(content_type, await request.read(), served)
         document = parsed.value
+        validation = opts.field_validation
         apply: Callable[[JSON], Any]
         if media == codec.JSON_PATCH_TYPE:
-            apply = lambda current: apply_json_patch(current, document)  # noqa: E731
+            apply = lambda current: apply_json_patch(current, document, field_validation=validation)  # noqa: E731
         elif media == codec.MERGE_PATCH_TYPE:
-            apply = lambda current: apply_merge_patch(current, document)  # noqa: E731
+            apply = lambda current: apply_merge_patch(current, document, field_validation=validation)  # noqa: E731
         else:
             schema = route.store.kind.patch_schema
             apply = lambda current: apply_strategic_merge_patch(current, document, schema)  # noqa: E731
@@ -223,7 +224,7 @@ class ApiHandler:
 
     async def _delete_collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         delete_opts = await self._delete_options(request)
-        list_opts = query.list_options(request.query, _selectable(route.store))
+        list_opts = query.list_options(request.query, route.store.kind)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
         return object_response(request, result)
 
@@ -231,10 +232,6 @@ class ApiHandler:
 def _ns(route: ResourceRoute) -> str:
     assert route.namespace is not None
     return route.namespace
-
-
-def _selectable(store: ResourceStore) -> set[str]:
-    return set(store.kind.selectable_field_names)
 
 
 def _aggregated_version(accept: str) -> str | None:

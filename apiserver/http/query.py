@@ -15,6 +15,7 @@ from apiserver.options import (
     WriteOptions,
     parse_dry_run,
 )
+from apiserver.resources.base import ResourceKind
 from apiserver.selectors import parse_field_selector, parse_label_selector
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -49,14 +50,16 @@ def _int(query: Query, name: str) -> int | None:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
 
 
-def list_options(query: Query, selectable_fields: set[str], *, watch: bool = False) -> ListOptions:
+def list_options(query: Query, kind: ResourceKind, *, watch: bool = False) -> ListOptions:
     opts = ListOptions()
     label = query.get("labelSelector")
     if label:
         opts.label_selector = parse_label_selector(label)
     field = query.get("fieldSelector")
     if field:
-        opts.field_selector = parse_field_selector(field, selectable_fields)
+        opts.field_selector = parse_field_selector(
+            field, kind.selectable_field_names, unsupported=kind.field_label_error
+        )
     limit = _int(query, "limit")
     opts.limit = limit if limit and limit > 0 else 0
     opts.continue_token = query.get("continue") or ""

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from apiserver.errors import FieldError
 from apiserver.patch import PatchSchema
+from apiserver.selectors import field_label_not_known, field_label_not_supported
 
 JSON = dict[str, Any]
 
@@ -46,6 +47,9 @@ class ResourceKind(ABC):
     model: ClassVar[type[BaseModel]]
     # How strategic merge patch treats the kind's lists (merge keys, atomic lists).
     patch_schema: ClassVar[PatchSchema]
+    # Whether upstream registers a field label conversion of its own for the kind (Event does,
+    # RoleBinding does not); it decides the wording of an unsupported field selector error.
+    own_field_label_conversion: ClassVar[bool] = False
 
     @property
     def api_version(self) -> str:
@@ -71,6 +75,12 @@ class ResourceKind(ABC):
     @abstractmethod
     def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
         """All errors of an update from `old` to `obj` (including immutability)."""
+
+    def field_label_error(self, label: str) -> str:
+        """The message for a field selector on a field the kind does not offer."""
+        if self.own_field_label_conversion:
+            return field_label_not_supported(label)
+        return field_label_not_known(label)
 
     @property
     def selectable_field_names(self) -> frozenset[str]:

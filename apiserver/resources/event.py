@@ -369,6 +369,7 @@ class EventKind(ResourceKind):
     model: ClassVar[type[BaseModel]] = Event
     # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
     patch_schema: ClassVar[PatchSchema] = EVENT_PATCH_SCHEMA
+    own_field_label_conversion: ClassVar[bool] = True
 
     def decode(self, data: JSON) -> Decoded:
         return decode_object(Event, data, kind=self.kind, version=self.version)

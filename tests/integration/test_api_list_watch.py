@@ -11,13 +11,16 @@ from typing import Any
 import pytest
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
-from tests.support.server import ServerProcess, start_server
+from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
 
 
-@pytest.fixture(scope="module")
-def fast_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def fast_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     """A server with a one-second bookmark interval so bookmark behaviour shows quickly."""
-    process = start_server(tmp_path_factory.mktemp("coreio-lw"), ["--watch-bookmark-interval", "1"])
+    args = ["--watch-bookmark-interval", "1", *backend_args(request, request.param)]
+    process = start_server(tmp_path_factory.mktemp(f"coreio-lw-{request.param}"), args)
     try:
         yield process
     finally:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,10 +111,27 @@ def start_server(data_dir: Path, extra_args: list[str] | None = None) -> ServerP
     return server
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A fresh standalone server on SQLite (its embedded default), one per test module."""
-    process = start_server(tmp_path_factory.mktemp("coreio"))
+BACKENDS = ["sqlite", "etcd"]
+
+
+def backend_args(request: pytest.FixtureRequest, backend: str) -> list[str]:
+    """Flags selecting the storage: nothing for the embedded SQLite default; for etcd, the shared
+    test etcd under a key prefix of this server's own."""
+    if backend == "sqlite":
+        return []
+    endpoint = request.getfixturevalue("etcd_endpoint")
+    return ["--etcd-servers", endpoint, "--etcd-prefix", f"/test-{uuid.uuid4().hex[:12]}"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """A fresh standalone server per test module, once on SQLite (the embedded default) and once
+    on a real etcd."""
+    process = start_server(
+        tmp_path_factory.mktemp(f"coreio-{request.param}"), backend_args(request, request.param)
+    )
     try:
         yield process
     finally:
