@@ -162,6 +162,10 @@ class StatusError(Exception):
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
+        # As upstream's error writer: a Status that says when to retry says it in Retry-After too.
+        retry = (self.details or {}).get("retryAfterSeconds")
+        if isinstance(retry, int) and retry > 0:
+            self.headers.setdefault("Retry-After", str(retry))
 
     @property
     def status(self) -> JSON:
@@ -287,8 +291,9 @@ def too_many_requests(retry_after: int = 1) -> StatusError:
 
 
 def timeout_error(message: str, retry_after: int = 0) -> StatusError:
+    """As upstream's NewTimeoutError."""
     details: JSON | None = {"retryAfterSeconds": retry_after} if retry_after else None
-    return StatusError(504, "Timeout", message, details)
+    return StatusError(504, "Timeout", f"Timeout: {message}", details)
 
 
 def service_unavailable(message: str) -> StatusError:

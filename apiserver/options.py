@@ -154,7 +154,11 @@ class DeleteOptions:
             )
         if self.propagation_policy is not None and self.propagation_policy not in PROPAGATION_POLICIES:
             errs.append(
-                errors.not_supported("propagationPolicy", self.propagation_policy, list(PROPAGATION_POLICIES))
+                errors.not_supported(
+                    "propagationPolicy",
+                    self.propagation_policy,
+                    ["Foreground", "Background", "Orphan", "nil"],
+                )
             )
         if self.grace_period_seconds is not None and self.grace_period_seconds < 0:
             # Upstream treats negative grace periods as 1; nothing to reject.

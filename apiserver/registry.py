@@ -88,13 +88,23 @@ class WatchEventOut:
     object: JSON
 
 
+_MAX_UINT64 = 2**64 - 1
+
+
 def _parse_revision(text: str) -> int:
-    value = int(text) if text.isdigit() else -1
-    if value < 0:
-        raise errors.bad_request(
-            f'invalid resource version: strconv.ParseUint: parsing "{text}": invalid syntax'
-        )
-    return value
+    """A resourceVersion as upstream's versioner parses it (an unsigned 64-bit decimal)."""
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit()):
+        reason = "invalid syntax"
+    elif int(text) > _MAX_UINT64:
+        reason = "value out of range"
+    else:
+        return int(text)
+    raise errors.bad_request(
+        f'invalid resource version: resourceVersion: Invalid value: "{text}": '
+        f'strconv.ParseUint: parsing "{text}": {reason}'
+    )
 
 
 def _name_mismatch(body_name: str, url_name: str) -> StatusError:
@@ -104,7 +114,11 @@ def _name_mismatch(body_name: str, url_name: str) -> StatusError:
 
 
 def _too_large_rv(requested: int, current: int) -> StatusError:
-    return errors.timeout_error(f"Too large resource version: {requested}, current: {current}", retry_after=1)
+    """Upstream's NewTooLargeResourceVersionError: clients look for its cause and retry."""
+    err = errors.timeout_error(f"Too large resource version: {requested}, current: {current}", retry_after=1)
+    assert err.details is not None
+    err.details["causes"] = [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    return err
 
 
 def _storage_unavailable(exc: Exception) -> StatusError:
@@ -193,11 +207,14 @@ class ResourceStore:
 
     # ----------------------------------------------------------------- reads
 
-    async def get(self, namespace: str, name: str) -> JSON:
+    async def _get_kv(self, key: str) -> KeyValue | None:
         try:
-            kv = await self.storage.get(self.key(namespace, name))
+            return await self.storage.get(key)
         except StorageUnavailableError as exc:
             raise _storage_unavailable(exc) from exc
+
+    async def get(self, namespace: str, name: str) -> JSON:
+        kv = await self._get_kv(self.key(namespace, name))
         if kv is None:
             raise errors.not_found_error(self.gr, name)
         return self._from_kv(kv)
@@ -320,9 +337,12 @@ class ResourceStore:
                 cmeta["name"] = objectmeta.generate_name(str(meta["generateName"]))
             self._prepare_create(candidate)
             self._validate(candidate, self.kind.validate(candidate))
-            if opts.dry_run:
-                return WriteResult(candidate, created=True, warnings=warnings)
             key = self.key(namespace, str(cmeta["name"]))
+            if opts.dry_run:
+                # A dry run still fails where the real create would: on a name already taken.
+                if await self._get_kv(key) is not None:
+                    raise errors.already_exists_error(self.gr, str(cmeta["name"]))
+                return WriteResult(candidate, created=True, warnings=warnings)
             try:
                 kv = await self.storage.create(key, self._encode_for_storage(candidate), ttl=self.ttl_seconds)
             except KeyExistsError:
@@ -414,11 +434,22 @@ class ResourceStore:
         create_from: JSON | None = None,
     ) -> WriteResult:
         key = self.key(namespace, name)
-        try:
-            kv = await self.storage.get(key)
-        except StorageUnavailableError as exc:
-            raise _storage_unavailable(exc) from exc
+        kv = await self._get_kv(key)
+        uid = str(objectmeta.metadata(create_from).get("uid") or "") if create_from is not None else ""
         for _attempt in range(MAX_UPDATE_ATTEMPTS):
+            if uid:
+                # A PUT naming a uid only applies to that very object, as upstream makes it a
+                # storage precondition.
+                current_uid = (
+                    self._decode_stored(kv.value, kv.mod_revision)["metadata"].get("uid") if kv else None
+                )
+                if current_uid != uid:
+                    raise errors.conflict_error(
+                        self.gr,
+                        name,
+                        f"Precondition failed: UID in precondition: {uid}, "
+                        f"UID in object meta: {current_uid or ''}",
+                    )
             if kv is None:
                 if create_from is None:
                     raise errors.not_found_error(self.gr, name)
@@ -546,6 +577,9 @@ class ResourceStore:
                 marked = copy.deepcopy(obj)
                 marked["metadata"]["deletionTimestamp"] = objectmeta.format_time(objectmeta.now())
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
+                # Marking for deletion is a change controllers must see: generation moves on.
+                if int(marked["metadata"].get("generation") or 0) > 0:
+                    marked["metadata"]["generation"] = int(marked["metadata"]["generation"]) + 1
                 if opts.dry_run:
                     return DeleteResult(marked, deleted=False)
                 try:
@@ -578,20 +612,23 @@ class ResourceStore:
         raise errors.conflict_error(self.gr, name, "too many concurrent updates; please try again")
 
     def _check_preconditions(self, opts: DeleteOptions, meta: JSON, name: str) -> None:
+        """DeleteOptions.preconditions, worded as upstream's rest.BeforeDelete words them."""
         pre = opts.preconditions
+        qualified = GroupResource(self.kind.group, self.kind.kind)
         if pre.uid is not None and pre.uid != meta.get("uid"):
             raise errors.conflict_error(
-                self.gr,
+                qualified,
                 name,
-                f"Precondition failed: UID in precondition: {pre.uid}, "
-                f"UID in object meta: {meta.get('uid', '')}",
+                f"the UID in the precondition ({pre.uid}) does not match the UID in record "
+                f"({meta.get('uid', '')}). The object might have been deleted and then recreated",
             )
         if pre.resource_version is not None and pre.resource_version != meta.get("resourceVersion"):
             raise errors.conflict_error(
-                self.gr,
+                qualified,
                 name,
-                "Precondition failed: ResourceVersion in precondition: "
-                f"{pre.resource_version}, ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                f"the ResourceVersion in the precondition ({pre.resource_version}) does not match the "
+                f"ResourceVersion in record ({meta.get('resourceVersion')}). "
+                "The object might have been modified",
             )
 
     async def delete_collection(
@@ -600,22 +637,15 @@ class ResourceStore:
         """Deletes every object the list options select; answers the list of what was deleted."""
         delete_opts.validate()
         listed = await self.list(namespace, list_opts)
-        deleted: Objects = []
         for item in listed["items"]:
             meta = item["metadata"]
             try:
-                result = await self.delete(str(meta["namespace"]), str(meta["name"]), delete_opts)
+                await self.delete(str(meta["namespace"]), str(meta["name"]), delete_opts)
             except StatusError as exc:
-                if exc.code == 404:
-                    continue
-                raise
-            deleted.append(self._with_type(result.obj))
-        return {
-            "kind": self.kind.list_kind,
-            "apiVersion": self.kind.api_version,
-            "metadata": {"resourceVersion": listed["metadata"]["resourceVersion"]},
-            "items": deleted,
-        }
+                if exc.code != 404:
+                    raise
+        # As upstream: the list as it was read (with its continue token when limited).
+        return listed
 
     # ----------------------------------------------------------------- watch
 
@@ -627,31 +657,29 @@ class ResourceStore:
         """
         prefix = self.prefix(namespace)
         rv = opts.resource_version
+        if opts.send_initial_events is False and rv in ("", "0"):
+            # No initial events asked for, and no revision: changes from now on.
+            return self._stream(prefix, opts, await self._current_revision(), [], False)
         initial = opts.send_initial_events if opts.send_initial_events is not None else rv in ("", "0")
         if initial:
-            start = await self._initial_revision(rv, opts)
+            # sendInitialEvents with NotOlderThan N: a snapshot at least as new as N, i.e. now.
+            if rv not in ("", "0"):
+                requested = _parse_revision(rv)
+                current = await self._current_revision()
+                if requested > current:
+                    raise _too_large_rv(requested, current)
             snapshot = await self.list(
-                namespace,
-                ListOptions(
-                    label_selector=opts.label_selector,
-                    field_selector=opts.field_selector,
-                    resource_version=str(start) if start else "",
-                    resource_version_match=MATCH_EXACT if start else "",
-                ),
+                namespace, ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector)
             )
             after = int(snapshot["metadata"]["resourceVersion"])
             return self._stream(prefix, opts, after, snapshot["items"], bool(opts.send_initial_events))
         return self._stream(prefix, opts, _parse_revision(rv), [], False)
 
-    async def _initial_revision(self, rv: str, opts: ListOptions) -> int:
-        """For sendInitialEvents with NotOlderThan N: a snapshot at least as new as N."""
-        if rv in ("", "0"):
-            return 0
-        requested = _parse_revision(rv)
-        current = await self.storage.current_revision()
-        if requested > current:
-            raise _too_large_rv(requested, current)
-        return 0
+    async def _current_revision(self) -> int:
+        try:
+            return await self.storage.current_revision()
+        except StorageUnavailableError as exc:
+            raise _storage_unavailable(exc) from exc
 
     async def _stream(
         self,

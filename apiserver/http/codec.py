@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,14 +65,16 @@ def parse_accept(header: str) -> list[MediaType]:
 
 
 class _DuplicateTracker:
+    """Remembers duplicate keys by the object they were found in, to name them by path later."""
+
     def __init__(self) -> None:
-        self.duplicates: list[str] = []
+        self.found: list[tuple[int, str]] = []
 
     def hook(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, value in pairs:
-            if key in result and key not in self.duplicates:
-                self.duplicates.append(key)
+            if key in result:
+                self.found.append((id(result), key))
             result[key] = value
         return result
 
@@ -79,30 +82,67 @@ class _DuplicateTracker:
 @dataclass
 class ParsedBody:
     value: Any
+    # JSON paths of keys given twice (`metadata.labels.a`); the last value won.
     duplicate_fields: list[str]
 
 
-def _check_depth(value: Any, depth: int = 0) -> None:
-    if depth > MAX_DEPTH:
-        raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, dict):
-        for item in value.values():
-            _check_depth(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_depth(item, depth + 1)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Normalizer:
+    """One pass over a decoded body: bounds its depth and (expanded) size, replaces lone UTF-16
+    surrogates with U+FFFD as Go's decoder does, and records each object's JSON path."""
+
+    def __init__(self, max_nodes: int) -> None:
+        self.max_nodes = max_nodes
+        self.nodes = 0
+        self.paths: dict[int, str] = {}
+
+    def walk(self, value: Any, path: str = "", depth: int = 0) -> Any:
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise errors.bad_request(
+                "error converting YAML to JSON: yaml: document contains excessive aliasing"
+            )
+        if depth > MAX_DEPTH:
+            raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, str):
+            return _LONE_SURROGATE.sub("\ufffd", value)
+        if isinstance(value, dict):
+            self.paths[id(value)] = path
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if isinstance(key, str):
+                    key = _LONE_SURROGATE.sub("\ufffd", key)
+                out[key] = self.walk(item, f"{path}.{key}" if path else str(key), depth + 1)
+            self.paths[id(out)] = path
+            return out
+        if isinstance(value, list):
+            return [self.walk(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)]
+        return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid character '{name[0]}' looking for beginning of value")
 
 
 def parse_json(body: bytes) -> ParsedBody:
     tracker = _DuplicateTracker()
     try:
-        value = json.loads(body, object_pairs_hook=tracker.hook)
+        value = json.loads(body, object_pairs_hook=tracker.hook, parse_constant=_reject_constant)
     except RecursionError:
         raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
-    _check_depth(value)
-    return ParsedBody(value, tracker.duplicates)
+    normalizer = _Normalizer(max_nodes=len(body) + 1)
+    normalized = normalizer.walk(value)
+    duplicates: list[str] = []
+    for container_id, key in tracker.found:
+        parent = normalizer.paths.get(container_id, "")
+        path = f"{parent}.{key}" if parent else key
+        if path not in duplicates:
+            duplicates.append(path)
+    return ParsedBody(normalized, duplicates)
 
 
 class _Loader(yaml.SafeLoader):
@@ -122,10 +162,12 @@ def parse_yaml(body: bytes) -> ParsedBody:
         raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError as exc:
         raise errors.bad_request(f"error converting YAML to JSON: {exc}") from None
-    _check_depth(value)
+    # Aliases let a few bytes stand for a huge tree (CVE-2019-11253): without them a document has
+    # fewer nodes than bytes, so more nodes than bytes means excessive aliasing.
+    value = _Normalizer(max_nodes=len(body) + 1).walk(value)
     try:
         # Round-trip through JSON: YAML-only values (bytes, sets, non-string keys) are refused.
-        value = json.loads(json.dumps(value))
+        value = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise errors.bad_request(f"error converting YAML to JSON: {exc}") from None
     return ParsedBody(value, [])

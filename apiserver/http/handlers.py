@@ -12,8 +12,15 @@ from aiohttp import web
 
 from apiserver import errors
 from apiserver.discovery import Discovery, etag
-from apiserver.http import codec, query
-from apiserver.http.responses import NO_CACHE, object_response, success_status
+from apiserver.http import codec, query, table
+from apiserver.http.responses import (
+    NO_CACHE,
+    RESOURCE_KIND_KEY,
+    negotiate,
+    negotiate_stream,
+    object_response,
+    success_status,
+)
 from apiserver.http.watchstream import stream_watch, watch_timeout
 from apiserver.options import delete_options_from_body
 from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
@@ -22,7 +29,8 @@ from apiserver.selectors import escape_field_value, parse_field_selector
 
 JSON = dict[str, Any]
 
-AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2", "apidiscovery.k8s.io/v2beta1")
+# v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
+AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 
 
@@ -112,7 +120,12 @@ class ApiHandler:
     # ------------------------------------------------------------------ resources
 
     async def _resource(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        # Responses about this kind may be converted (Table, PartialObjectMetadata) on request.
+        request[RESOURCE_KIND_KEY] = route.store.kind
         method = request.method
+        if method in ("POST", "PUT", "PATCH", "DELETE"):
+            # As upstream's write handlers: an unacceptable Accept is refused before anything is written.
+            negotiate(request.headers.get("Accept", ""), transforms=True)
         if route.watch_path:
             if method != "GET":
                 raise errors.method_not_allowed()
@@ -130,8 +143,9 @@ class ApiHandler:
                 return await self._delete_collection(request, route)
             raise errors.method_not_allowed()
         if method in ("GET", "HEAD"):
+            fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
             obj = await route.store.get(_ns(route), route.name)
-            return object_response(request, obj)
+            return object_response(request, obj, fmt=fmt)
         if method == "PUT":
             return await self._update(request, route)
         if method == "PATCH":
@@ -141,11 +155,20 @@ class ApiHandler:
         raise errors.method_not_allowed()
 
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
         opts = query.list_options(request.query, route.store.kind)
-        return object_response(request, await route.store.list(route.namespace, opts))
+        return object_response(request, await route.store.list(route.namespace, opts), fmt=fmt)
 
     async def _watch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        accept = request.headers.get("Accept", "")
+        negotiate(accept, transforms=True)
         opts = query.list_options(request.query, route.store.kind, watch=True)
+        # Checked before the watch starts (upstream checks them as it begins serving the stream).
+        fmt = negotiate_stream(accept)
+        transform: table.WatchTransform | None = None
+        if fmt.target is not None:
+            include_object = table.table_options(fmt.target, request.query)
+            transform = table.WatchTransform(route.store.kind, fmt.target, include_object)
         if route.name is not None:
             # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name (and the selector).
             pinned = f"metadata.name={escape_field_value(route.name)}"
@@ -154,7 +177,7 @@ class ApiHandler:
             opts.field_selector = parse_field_selector(pinned, route.store.kind.selectable_field_names)
         events = await route.store.watch(route.namespace, opts)
         timeout = watch_timeout(opts.timeout_seconds, self.min_request_timeout)
-        return await stream_watch(request, events, timeout)
+        return await stream_watch(request, events, timeout, transform)
 
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions")

@@ -18,36 +18,32 @@ from apiserver.options import (
 from apiserver.resources.base import ResourceKind
 from apiserver.selectors import parse_field_selector, parse_label_selector
 
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-_MAX_FIELD_MANAGER = 128
-
-
 Query = MultiMapping[str]
+
+_MAX_FIELD_MANAGER = 128
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def parse_bool(query: Query, name: str) -> bool | None:
+    """As upstream's query conversion: absent is unset; "0" and "false" (any case) are false;
+    anything else, a bare `?watch` included, is true."""
     value = query.get(name)
     if value is None:
         return None
-    if value == "":
-        # A bare `?watch` counts as true, as upstream's query decoding does.
-        return True
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+    return not (value == "0" or value.lower() == "false")
 
 
 def _int(query: Query, name: str) -> int | None:
     value = query.get(name)
     if value is None or value == "":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+    digits = value[1:] if value[:1] in "+-" else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not _INT64[0] <= number <= _INT64[1]:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return number
 
 
 def list_options(query: Query, kind: ResourceKind, *, watch: bool = False) -> ListOptions:
@@ -77,7 +73,9 @@ def list_options(query: Query, kind: ResourceKind, *, watch: bool = False) -> Li
     return opts
 
 
-def write_options(query: Query, options_kind: str, *, patch: bool = False) -> WriteOptions:
+def write_options(
+    query: Query, options_kind: str, *, patch: bool = False, apply: bool = False
+) -> WriteOptions:
     opts = WriteOptions()
     opts.dry_run = parse_dry_run(query.getall("dryRun", []), options_kind)
     manager = query.get("fieldManager") or ""
@@ -93,16 +91,18 @@ def write_options(query: Query, options_kind: str, *, patch: bool = False) -> Wr
                 errors.not_supported(
                     "fieldValidation",
                     validation,
-                    [FIELD_VALIDATION_IGNORE, FIELD_VALIDATION_STRICT, FIELD_VALIDATION_WARN],
+                    ["", FIELD_VALIDATION_IGNORE, FIELD_VALIDATION_STRICT, FIELD_VALIDATION_WARN],
                 )
             )
         else:
             opts.field_validation = validation
+    force = parse_bool(query, "force") if patch else None
+    if force is not None and not apply:
+        errs.append(errors.forbidden("force", "may not be specified for non-apply patch"))
     if errs:
         raise errors.invalid_error("meta.k8s.io", options_kind, "", errs)
     opts.field_manager = manager
-    if patch:
-        opts.force = bool(parse_bool(query, "force"))
+    opts.force = bool(force)
     return opts
 
 

@@ -1,21 +1,37 @@
-"""Encoding responses: output negotiation (JSON, YAML), pretty printing, warnings, Status bodies."""
+"""Encoding responses: output negotiation (JSON, YAML, and the Table and PartialObjectMetadata
+transformations), pretty printing, gzip, warnings, Status bodies."""
 
 from __future__ import annotations
 
+import gzip
+import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from apiserver import errors
-from apiserver.http import codec
+from apiserver.http import codec, table
+from apiserver.resources.base import ResourceKind
 
 NO_CACHE = "no-cache, private"
+# Where the resource handlers record the kind a request is about; responses to such requests may
+# be transformed (Table, PartialObjectMetadata), as kube-apiserver's resource endpoints allow.
+RESOURCE_KIND_KEY = web.RequestKey("resource_kind", ResourceKind)
+# Upstream's defaultGzipThresholdBytes: smaller bodies go out uncompressed whatever the client asks.
+GZIP_THRESHOLD_BYTES = 128 * 1024
+# Upstream's gzip writers compress at level 1 (speed over size).
+GZIP_LEVEL = 1
 
 
 @dataclass(frozen=True)
 class OutputFormat:
     media_type: str  # application/json or application/yaml
+    # The meta.k8s.io kind to convert the response to (Table, PartialObjectMetadata[List]), if any.
+    target: table.Target | None = None
+    # `pretty=1` in the Accept entry.
+    pretty: bool = False
 
     @property
     def is_yaml(self) -> bool:
@@ -24,37 +40,108 @@ class OutputFormat:
 
 JSON_OUTPUT = OutputFormat(codec.JSON_TYPE)
 YAML_OUTPUT = OutputFormat(codec.YAML_TYPE)
-_OFFERED = [codec.JSON_TYPE, codec.YAML_TYPE, codec.PROTOBUF_TYPE]
+# What the server encodes, in upstream's order: a wildcard picks the first. Protobuf is listed (and
+# named in 406s) as kube-apiserver lists it, but never chosen: a client listing it first and JSON
+# after gets JSON.
+_SERVED = (codec.JSON_TYPE, codec.YAML_TYPE, codec.PROTOBUF_TYPE)
+_ENCODED = (codec.JSON_TYPE, codec.YAML_TYPE)
+_OFFERED = list(_SERVED)
+_OFFERED_STREAMS = [f"{codec.JSON_TYPE};stream=watch", f"{codec.PROTOBUF_TYPE};stream=watch"]
+# The version of meta.k8s.io that resource endpoints accept in `sv=`.
+_SERVER_VERSION = "v1"
 
 
-def negotiate(accept: str) -> OutputFormat:
-    """Picks the response format; a client listing protobuf first and JSON after gets JSON, and one
-    that accepts nothing we encode gets 406, as kube-apiserver does for types without protobuf."""
+def _matches(pattern: str, media_type: str) -> bool:
+    if pattern in ("*", "*/*"):
+        return True
+    kind, _, sub = pattern.partition("/")
+    return pattern == media_type or (sub == "*" and media_type.startswith(kind + "/"))
+
+
+def _accepted(params: dict[str, str], media_type: str, transforms: bool) -> OutputFormat | None:
+    """The format one Accept entry asks of one served media type, or None when the endpoint cannot
+    serve what its parameters ask (negotiation then moves on to the next candidate)."""
+    target: table.Target | None = None
+    if any(key in params for key in ("as", "g", "v")):
+        target = table.Target(params.get("as", ""), params.get("g", ""), params.get("v", ""))
+    stream = params.get("stream", "")
+    if stream and (stream != "watch" or media_type != codec.JSON_TYPE):
+        return None
+    server_version = params.get("sv", "")
+    if server_version and not (transforms and server_version == _SERVER_VERSION):
+        return None
+    if target is not None and not (transforms and target.served_as(media_type)):
+        return None
+    if media_type not in _ENCODED:
+        return None
+    return OutputFormat(media_type, target, params.get("pretty") == "1")
+
+
+def negotiate(accept: str, *, transforms: bool = False) -> OutputFormat:
+    """Picks the response format as upstream's NegotiateMediaTypeOptions does: Accept entries in
+    preference order, each tried against the served types in the server's order. Transformations
+    (`as=Table;g=meta.k8s.io;v=v1`) count only where `transforms` (resource endpoints); elsewhere an
+    entry asking for one is skipped. Nothing acceptable: 406."""
     if not accept.strip():
         return JSON_OUTPUT
     for media in codec.parse_accept(accept):
-        if media.params.get("as"):
-            # Table and PartialObjectMetadata transformations are not served yet: fall through to
-            # the next entry, which clients always list (kubectl lists plain JSON last).
-            continue
-        if media.type in (codec.JSON_TYPE, "application/*", "*/*", "*"):
-            return JSON_OUTPUT
-        if media.type == codec.YAML_TYPE:
-            return YAML_OUTPUT
+        for served in _SERVED:
+            if _matches(media.type, served):
+                fmt = _accepted(media.params, served, transforms)
+                if fmt is not None:
+                    return fmt
     raise errors.not_acceptable(_OFFERED)
+
+
+def negotiate_stream(accept: str) -> OutputFormat:
+    """A watch's format: negotiated as any response of a resource endpoint, then it must be one
+    that streams (JSON; YAML has no stream framing)."""
+    fmt = negotiate(accept, transforms=True)
+    if fmt.media_type != codec.JSON_TYPE:
+        raise errors.not_acceptable(_OFFERED_STREAMS)
+    return fmt
 
 
 def encode(request: web.Request, body: Any, fmt: OutputFormat) -> bytes:
     if fmt.is_yaml:
         return codec.encode_yaml(body)
-    return codec.encode_json(
-        body, pretty=codec.is_pretty(request.query.get("pretty"), request.headers.get("User-Agent", ""))
-    )
+    pretty = fmt.pretty or codec.is_pretty(request.query.get("pretty"), request.headers.get("User-Agent", ""))
+    return codec.encode_json(body, pretty=pretty)
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """Whether Accept-Encoding lists `gzip` (as a bare token, as upstream compares it)."""
+    return any(token.strip() == "gzip" for token in request.headers.get("Accept-Encoding", "").split(","))
+
+
+def _response(
+    request: web.Request, status: int, body: bytes, content_type: str, headers: dict[str, str]
+) -> web.Response:
+    response = web.Response(status=status, headers={"Cache-Control": NO_CACHE, **headers})
+    if len(body) > GZIP_THRESHOLD_BYTES and accepts_gzip(request):
+        body = gzip.compress(body, compresslevel=GZIP_LEVEL)
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers.add("Vary", "Accept-Encoding")
+    response.body = body
+    response.content_type = content_type
+    return response
+
+
+def _header_safe(text: str) -> bool:
+    """net.NewWarningHeader's rule: valid UTF-8 without control characters (else it is dropped)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(unicodedata.category(char) == "Cc" for char in text)
 
 
 def add_warnings(response: web.StreamResponse, warnings: list[str]) -> None:
-    """One `Warning: 299 - "<text>"` header per warning, quotes and backslashes escaped."""
+    """One `Warning: 299 - "<text>"` header per warning, quotes and backslashes escaped; a warning
+    that cannot be a header value is left out, as upstream's warning recorder leaves it out."""
     for text in warnings:
+        if not _header_safe(text):
+            continue
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.add("Warning", f'299 - "{escaped}"')
 
@@ -67,13 +154,13 @@ def object_response(
     warnings: list[str] | None = None,
     fmt: OutputFormat | None = None,
 ) -> web.Response:
-    fmt = fmt or negotiate(request.headers.get("Accept", ""))
-    response = web.Response(
-        status=status,
-        body=encode(request, body, fmt),
-        content_type=fmt.media_type,
-        headers={"Cache-Control": NO_CACHE},
-    )
+    """`body` in the negotiated format. On a resource endpoint, converted first when the client
+    asked for a Table or PartialObjectMetadata (a Status is never converted)."""
+    kind = request.get(RESOURCE_KIND_KEY)
+    fmt = fmt or negotiate(request.headers.get("Accept", ""), transforms=kind is not None)
+    if fmt.target is not None and kind is not None and isinstance(body, dict):
+        body = table.transform(kind, body, fmt.target, table.table_options(fmt.target, request.query))
+    response = _response(request, status, encode(request, body, fmt), fmt.media_type, {})
     add_warnings(response, warnings or [])
     return response
 
@@ -82,13 +169,13 @@ def status_response(request: web.Request, exc: errors.StatusError) -> web.Respon
     try:
         fmt = negotiate(request.headers.get("Accept", ""))
     except errors.StatusError:
-        fmt = JSON_OUTPUT
-    response = web.Response(
-        status=exc.code,
-        body=encode(request, exc.status, fmt),
-        content_type=fmt.media_type,
-        headers={"Cache-Control": NO_CACHE},
-    )
+        # Nothing acceptable either: upstream writes the Status as indented JSON regardless.
+        raw = json.dumps(exc.status, indent=2, ensure_ascii=False).encode()
+        response = web.Response(
+            status=exc.code, body=raw, content_type=codec.JSON_TYPE, headers={"Cache-Control": NO_CACHE}
+        )
+    else:
+        response = _response(request, exc.code, encode(request, exc.status, fmt), fmt.media_type, {})
     for name, value in exc.headers.items():
         response.headers[name] = value
     return response

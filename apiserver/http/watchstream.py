@@ -1,4 +1,5 @@
-"""Watch responses: newline-delimited JSON events over a chunked response."""
+"""Watch responses: newline-delimited JSON events over a chunked response. Never gzipped: upstream
+compresses only watch-list streams, and only from Kubernetes 1.37 (WatchListCompression)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -25,8 +27,10 @@ async def stream_watch(
     request: web.Request,
     events: AsyncIterator[WatchEventOut],
     deadline: float,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> web.StreamResponse:
-    """Streams `events` until `deadline` seconds have passed, the client leaves or an ERROR ends it."""
+    """Streams `events` until `deadline` seconds have passed, the client leaves or an ERROR ends it.
+    `transform` converts each event's object (to a Table, say) in the order the events are sent."""
     response = web.StreamResponse(
         status=200,
         headers={"Content-Type": "application/json", "Cache-Control": NO_CACHE},
@@ -36,7 +40,8 @@ async def stream_watch(
     try:
         async with asyncio.timeout(deadline):
             async for event in events:
-                line = json.dumps({"type": event.type, "object": event.object}, separators=(",", ":"))
+                obj = event.object if transform is None else transform(event.object)
+                line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":"))
                 await response.write(line.encode() + b"\n")
                 if event.type == "ERROR":
                     break

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from apiserver.errors import FieldError
 from apiserver.patch import PatchSchema
+from apiserver.resources.printing import TableColumn, rfc3339
 from apiserver.selectors import field_label_not_known, field_label_not_supported
 
 JSON = dict[str, Any]
@@ -50,6 +52,13 @@ class ResourceKind(ABC):
     # Whether upstream registers a field label conversion of its own for the kind (Event does,
     # RoleBinding does not); it decides the wording of an unsupported field selector error.
     own_field_label_conversion: ClassVar[bool] = False
+    # Server-side printing: every column upstream's printer defines for the kind, wide ones
+    # (priority 1) included, since the server always prints wide and kubectl drops what it hides.
+    # Empty: upstream's generic convertor (rest.NewDefaultTableConvertor), Name and Created At,
+    # whose cells the default `table_row` gives.
+    table_columns: ClassVar[tuple[TableColumn, ...]] = ()
+    # The Go type upstream's handlers name in conversion errors (`*rbac.RoleBinding`).
+    go_type: ClassVar[str] = ""
 
     @property
     def api_version(self) -> str:
@@ -90,3 +99,9 @@ class ResourceKind(ABC):
     @abstractmethod
     def selectable_fields(self, obj: JSON) -> dict[str, str]:
         """The field set field selectors match against (metadata.name, metadata.namespace, ...)."""
+
+    def table_row(self, obj: JSON, now: datetime) -> list[Any]:
+        """The cells of `obj`'s row, one per entry of `table_columns`; ages are relative to `now`."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        return [meta.get("name") or "", rfc3339(meta.get("creationTimestamp"))]

@@ -9,6 +9,7 @@ deprecatedCount for count, ...).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
@@ -30,6 +31,7 @@ from apiserver.resources.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from apiserver.resources.printing import TableColumn, field_description, parse_time, since
 from apiserver.resources.schema import INT32, MICRO_TIME, TIME, Go, decode_object
 
 GROUP = "events.core.io"
@@ -355,6 +357,63 @@ def validate_event_update(obj: JSON, old: JSON) -> list[FieldError]:
     return errs
 
 
+# ----------------------------------------------------------------------------- printing
+
+# The core Event printer's columns, which upstream prints events.k8s.io Events with too.
+TABLE_COLUMNS = (
+    TableColumn("Last Seen", "string", field_description(EventSeries, "lastObservedTime")),
+    TableColumn("Type", "string", field_description(Event, "type")),
+    TableColumn("Reason", "string", field_description(Event, "reason")),
+    TableColumn("Object", "string", field_description(Event, "regarding")),
+    TableColumn("Subobject", "string", field_description(ObjectReference, "fieldPath"), priority=1),
+    TableColumn("Source", "string", field_description(Event, "reportingController"), priority=1),
+    TableColumn("Message", "string", field_description(Event, "note")),
+    TableColumn("First Seen", "string", field_description(Event, "eventTime"), priority=1),
+    TableColumn("Count", "string", field_description(EventSeries, "count"), priority=1),
+    TableColumn("Name", "string", field_description(ObjectMeta, "name"), format="name", priority=1),
+)
+
+
+def format_event_source(obj: JSON) -> str:
+    """formatEventSource: `component, host`, each falling back to reportingController and
+    reportingInstance; the host part is left out when empty."""
+    component, host = _source(obj)
+    component = component or _s(obj, "reportingController")
+    host = host or _s(obj, "reportingInstance")
+    return f"{component}, {host}" if host else component
+
+
+def table_row(obj: JSON, now: datetime) -> list[Any]:
+    """printEvent, wide, on the core Event this one converts to: the deprecated* fields are the core
+    Event's firstTimestamp, lastTimestamp, count and source."""
+    first_timestamp = obj.get("deprecatedFirstTimestamp")
+    first_seen = since(first_timestamp if parse_time(first_timestamp) else obj.get("eventTime"), now)
+    last_timestamp = obj.get("deprecatedLastTimestamp")
+    last_seen = since(last_timestamp, now) if parse_time(last_timestamp) else first_seen
+    count = _count(obj, "deprecatedCount")
+    series = obj.get("series")
+    if isinstance(series, dict):
+        last_seen = since(series.get("lastObservedTime"), now)
+        count = _count(series, "count")
+    elif count == 0:
+        # A singleton event of the new API carries no count.
+        count = 1
+    regarding = _d(obj, "regarding")
+    kind, name = _s(regarding, "kind").lower(), _s(regarding, "name")
+    return [
+        last_seen,
+        _s(obj, "type"),
+        _s(obj, "reason"),
+        f"{kind}/{name}" if name else kind,
+        _s(regarding, "fieldPath"),
+        format_event_source(obj),
+        _s(obj, "note").strip(),
+        first_seen,
+        count,
+        _s(_d(obj, "metadata"), "name"),
+    ]
+
+
 # ----------------------------------------------------------------------------- strategy
 
 
@@ -370,6 +429,9 @@ class EventKind(ResourceKind):
     # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
     patch_schema: ClassVar[PatchSchema] = EVENT_PATCH_SCHEMA
     own_field_label_conversion: ClassVar[bool] = True
+    table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
+    # events.k8s.io Events are stored and served as the internal core Event.
+    go_type: ClassVar[str] = "core.Event"
 
     def decode(self, data: JSON) -> Decoded:
         return decode_object(Event, data, kind=self.kind, version=self.version)
@@ -395,3 +457,6 @@ class EventKind(ResourceKind):
         for key in ("reason", "reportingController", "reportingInstance", "type"):
             fields[key] = _s(obj, key)
         return fields
+
+    def table_row(self, obj: JSON, now: datetime) -> list[Any]:
+        return table_row(obj, now)

@@ -4,6 +4,7 @@ pkg/apis/rbac/validation/validation.go, pkg/registry/rbac/rolebinding/strategy.g
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +23,7 @@ from apiserver.resources.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from apiserver.resources.printing import TableColumn, field_description, since
 from apiserver.resources.schema import Go, decode_object
 
 GROUP = "rbac.authorization.core.io"
@@ -190,6 +192,52 @@ def validate_role_binding_update(obj: JSON, old: JSON) -> list[FieldError]:
     return errs
 
 
+# ----------------------------------------------------------------------------- printing
+
+TABLE_COLUMNS = (
+    TableColumn("Name", "string", field_description(ObjectMeta, "name"), format="name"),
+    TableColumn("Role", "string", field_description(RoleBinding, "roleRef")),
+    TableColumn("Age", "string", field_description(ObjectMeta, "creationTimestamp")),
+    TableColumn("Users", "string", "Users in the roleBinding", priority=1),
+    TableColumn("Groups", "string", "Groups in the roleBinding", priority=1),
+    TableColumn("ServiceAccounts", "string", "ServiceAccounts in the roleBinding", priority=1),
+)
+
+
+def subjects_strings(subjects: Any) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Users, groups, service accounts (`namespace/name`) and other subjects
+    (`kind/namespace/name`), in the binding's order, as rbac.SubjectsStrings sorts them out."""
+    users: list[str] = []
+    groups: list[str] = []
+    service_accounts: list[str] = []
+    others: list[str] = []
+    for subject in subjects if isinstance(subjects, list) else []:
+        kind, name, namespace = _s(subject, "kind"), _s(subject, "name"), _s(subject, "namespace")
+        if kind == SERVICE_ACCOUNT_KIND:
+            service_accounts.append(f"{namespace}/{name}")
+        elif kind == USER_KIND:
+            users.append(name)
+        elif kind == GROUP_KIND:
+            groups.append(name)
+        else:
+            others.append(f"{kind}/{namespace}/{name}")
+    return users, groups, service_accounts, others
+
+
+def table_row(obj: JSON, now: datetime) -> list[Any]:
+    """printRoleBinding, wide: name, `Kind/name` of the role, age, then the subjects."""
+    meta, role_ref = _d(obj, "metadata"), _d(obj, "roleRef")
+    users, groups, service_accounts, _ = subjects_strings(obj.get("subjects"))
+    return [
+        _s(meta, "name"),
+        f"{_s(role_ref, 'kind')}/{_s(role_ref, 'name')}",
+        since(meta.get("creationTimestamp"), now),
+        ", ".join(users),
+        ", ".join(groups),
+        ", ".join(service_accounts),
+    ]
+
+
 # ----------------------------------------------------------------------------- strategy
 
 
@@ -203,6 +251,8 @@ class RoleBindingKind(ResourceKind):
     model: ClassVar[type[BaseModel]] = RoleBinding
     # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
     patch_schema: ClassVar[PatchSchema] = ROLE_BINDING_PATCH_SCHEMA
+    table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
+    go_type: ClassVar[str] = "rbac.RoleBinding"
 
     def decode(self, data: JSON) -> Decoded:
         decoded = decode_object(RoleBinding, data, kind=self.kind, version=self.version)
@@ -225,3 +275,6 @@ class RoleBindingKind(ResourceKind):
 
     def selectable_fields(self, obj: JSON) -> dict[str, str]:
         return object_meta_fields(obj)
+
+    def table_row(self, obj: JSON, now: datetime) -> list[Any]:
+        return table_row(obj, now)

@@ -153,8 +153,10 @@ def test_namespace_and_name_must_agree_with_the_path(api: Api) -> None:
         "labelSelector=a%20in%20(",
         "fieldSelector=spec.nothing%3Dx",
         "limit=abc",
-        "watch=maybe",
+        "limit=99999999999999999999999",
+        "timeoutSeconds=99999999999999999999999",
         "resourceVersion=abc",
+        "resourceVersion=%C2%B2",
     ],
 )
 def test_bad_list_parameters_are_400(api: Api, query: str) -> None:

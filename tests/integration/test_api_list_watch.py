@@ -140,11 +140,15 @@ def test_resource_version_match_exact_reads_the_past(fapi: Api) -> None:
     assert int(now["metadata"]["resourceVersion"]) > int(past)
 
 
-def test_too_new_resource_version_is_504(fapi: Api) -> None:
+def test_too_new_resource_version_is_504_with_retry_after(fapi: Api) -> None:
     response = fapi.get(f"{rb_path('exact')}?resourceVersion=999999999")
     assert response.status == 504
     assert response.json["reason"] == "Timeout"
-    assert "Too large resource version" in response.json["message"]
+    assert response.json["message"].startswith("Timeout: Too large resource version: 999999999, current: ")
+    assert response.json["details"]["causes"] == [
+        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    ]
+    assert response.headers["Retry-After"] == "1"
 
 
 def collect(
@@ -254,3 +258,13 @@ def test_finalizers_hold_deletion_until_removed(fapi: Api) -> None:
     assert fapi.get(rb_path("fin", "held")).status == 404
     thread.join(15)
     assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+
+
+def test_send_initial_events_false_starts_from_now(fapi: Api) -> None:
+    fapi.post(rb_path("wsief"), rolebinding("before"))
+    path = f"{rb_path('wsief')}?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan"
+    events, thread = collect(fapi, path, 1)
+    time.sleep(0.3)
+    fapi.post(rb_path("wsief"), rolebinding("after"))
+    thread.join(15)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "after")]

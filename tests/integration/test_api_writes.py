@@ -32,9 +32,9 @@ def test_immutable_metadata_on_update(api: Api) -> None:
     changed_uid = dict(
         created, metadata=dict(created["metadata"], uid="00000000-0000-0000-0000-000000000000")
     )
+    # A uid in a PUT body is a precondition (as upstream): another uid is a 409 conflict.
     response = api.put(rb_path("w", "immut"), changed_uid)
-    assert response.status == 422
-    assert "metadata.uid" in [c["field"] for c in response.json["details"]["causes"]]
+    assert response.status == 409 and response.json["reason"] == "Conflict"
     # creationTimestamp changes are ignored, as upstream.
     moved = dict(created, metadata=dict(created["metadata"], creationTimestamp="2001-01-01T00:00:00Z"))
     moved["metadata"]["labels"] = {"x": "y"}
@@ -158,8 +158,11 @@ def test_delete_preconditions(api: Api) -> None:
     wrong_uid = api.delete(
         rb_path("w", "pre"), {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "x"}}
     )
-    assert (
-        wrong_uid.status == 409 and "Precondition failed: UID in precondition: x" in wrong_uid.json["message"]
+    assert wrong_uid.status == 409
+    assert wrong_uid.json["message"] == (
+        'Operation cannot be fulfilled on RoleBinding.rbac.authorization.core.io "pre": the UID in the '
+        f"precondition (x) does not match the UID in record ({created['metadata']['uid']}). "
+        "The object might have been deleted and then recreated"
     )
     wrong_rv = api.delete(rb_path("w", "pre"), {"preconditions": {"resourceVersion": "1"}})
     assert wrong_rv.status == 409
@@ -186,6 +189,7 @@ def test_delete_collection_with_selector(api: Api) -> None:
         body["metadata"]["labels"] = {"team": team}
         api.post(rb_path("dc"), body)
     response = api.delete(f"{rb_path('dc')}?labelSelector=team%3Dred")
+    # As upstream: the list as read before deleting.
     assert response.status == 200
     assert sorted(i["metadata"]["name"] for i in response.json["items"]) == ["dc1", "dc2"]
     remaining = api.get(rb_path("dc")).json
@@ -201,3 +205,83 @@ def test_field_validation_strict_and_warn(api: Api) -> None:
     assert warned.status == 201
     assert warned.header_values("Warning") == ['299 - "unknown field \\"spec\\""']
     assert "spec" not in warned.json
+
+
+def test_dry_run_create_of_a_taken_name_is_409(api: Api) -> None:
+    api.post(rb_path("w"), rolebinding("taken"))
+    response = api.post(f"{rb_path('w')}?dryRun=All", rolebinding("taken"))
+    assert response.status == 409 and response.json["reason"] == "AlreadyExists"
+
+
+def test_put_with_a_uid_is_a_precondition(api: Api) -> None:
+    created = api.post(rb_path("w"), rolebinding("uidpre")).json
+    other = dict(created, metadata=dict(created["metadata"], uid="11111111-1111-1111-1111-111111111111"))
+    other["metadata"].pop("resourceVersion")
+    response = api.put(rb_path("w", "uidpre"), other)
+    assert response.status == 409 and response.json["reason"] == "Conflict"
+    assert "Precondition failed: UID in precondition" in response.json["message"]
+    # A stale export of a deleted object is not silently recreated under a new uid.
+    api.delete(rb_path("w", "uidpre"))
+    assert api.put(rb_path("w", "uidpre"), other).status == 409
+    assert api.get(rb_path("w", "uidpre")).status == 404
+
+
+def test_marking_for_deletion_bumps_generation(api: Api) -> None:
+    body = rolebinding("markgen")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    created = api.post(rb_path("w"), body).json
+    marked = api.delete(rb_path("w", "markgen")).json
+    assert marked["metadata"]["generation"] == created["metadata"]["generation"] + 1
+    api.patch(rb_path("w", "markgen"), {"metadata": {"finalizers": None}})
+
+
+def test_force_on_a_non_apply_patch_is_422(api: Api) -> None:
+    api.post(rb_path("w"), rolebinding("forced"))
+    response = api.patch(f"{rb_path('w', 'forced')}?force=true", {"metadata": {"labels": {"a": "b"}}})
+    assert response.status == 422 and response.json["details"]["kind"] == "PatchOptions"
+    assert response.json["details"]["causes"][0]["field"] == "force"
+
+
+def test_duplicate_fields_are_named_by_path(api: Api) -> None:
+    raw = (
+        b'{"apiVersion":"rbac.authorization.core.io/v1","kind":"RoleBinding",'
+        b'"metadata":{"name":"dups","labels":{"a":"1","a":"2"}},'
+        b'"roleRef":{"apiGroup":"rbac.authorization.core.io","kind":"Role","name":"r"}}'
+    )
+    warned = api.post(rb_path("w"), raw=raw, content_type="application/json")
+    assert warned.status == 201
+    assert warned.header_values("Warning") == ['299 - "duplicate field \\"metadata.labels.a\\""']
+    assert warned.json["metadata"]["labels"] == {"a": "2"}
+    strict = api.post(f"{rb_path('w')}?fieldValidation=Strict", raw=raw, content_type="application/json")
+    assert strict.status == 400 and 'duplicate field "metadata.labels.a"' in strict.json["message"]
+
+
+def test_yaml_alias_bomb_is_400_and_fast(api: Api) -> None:
+    import time
+
+    levels = ["a: &a [" + ",".join(['"lol"'] * 9) + "]"]
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        levels.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    began = time.monotonic()
+    response = api.post(rb_path("w"), raw="\n".join(levels).encode(), content_type="application/yaml")
+    assert response.status == 400 and "excessive aliasing" in response.json["message"]
+    assert time.monotonic() - began < 2
+
+
+def test_lone_surrogates_become_replacement_characters(api: Api) -> None:
+    raw = (
+        b'{"apiVersion":"rbac.authorization.core.io/v1","kind":"RoleBinding",'
+        b'"metadata":{"name":"surrogate","annotations":{"note":"x\\udfffy"}},'
+        b'"roleRef":{"apiGroup":"rbac.authorization.core.io","kind":"Role","name":"r"}}'
+    )
+    response = api.post(rb_path("w"), raw=raw, content_type="application/json")
+    assert response.status == 201, response.body
+    assert response.json["metadata"]["annotations"]["note"] == "x\ufffdy"
+
+
+def test_unknown_field_with_control_characters_drops_the_warning(api: Api) -> None:
+    body = rolebinding("ctrl")
+    body["x\ny"] = 1
+    response = api.post(rb_path("w"), body)
+    assert response.status == 201
+    assert response.header_values("Warning") == []
