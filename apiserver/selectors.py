@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from apiserver import errors
+from apiserver import errors, formats
 
 
 class Operator(StrEnum):
@@ -45,96 +45,10 @@ _BINARY_OPERATORS = (
     Operator.LESS_THAN,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Validation of label keys and values (k8s.io/apimachinery/pkg/api/validate/content).
-
-_LABEL_KEY_CHAR = "[A-Za-z0-9]"
-_LABEL_KEY_EXT_CHAR = "[-A-Za-z0-9_.]"
-_LABEL_KEY_FMT = f"({_LABEL_KEY_CHAR}{_LABEL_KEY_EXT_CHAR}*)?{_LABEL_KEY_CHAR}"
-_LABEL_KEY_RE = re.compile(f"^{_LABEL_KEY_FMT}$")
-_LABEL_KEY_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_KEY_MAX = 63
-_LABEL_VALUE_FMT = f"({_LABEL_KEY_FMT})?"
-_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
-_LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_MAX = 63
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_MAX = 253
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len_error(length: int) -> str:
-    return f"must be no more than {length} bytes"
-
-
-def _byte_len(value: str) -> int:
-    return len(value.encode("utf-8", "surrogatepass"))
-
-
-def _dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errs.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def label_key_errors(key: str) -> list[str]:
-    """content.IsLabelKey: why `key` is not a valid label key (qualified name), or []."""
-    parts = key.split("/")
-    errs: list[str] = []
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in _dns1123_subdomain_errors(prefix))
-    else:
-        return [
-            "a valid label key "
-            + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _byte_len(name) > _LABEL_KEY_MAX:
-        errs.append("name part " + _max_len_error(_LABEL_KEY_MAX))
-    if not _LABEL_KEY_RE.match(name):
-        errs.append(
-            "name part " + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-        )
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    """content.IsLabelValue: why `value` is not a valid label value, or []."""
-    errs = []
-    if _byte_len(value) > _LABEL_VALUE_MAX:
-        errs.append(_max_len_error(_LABEL_VALUE_MAX))
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
+# Label keys and values are validated as everywhere else (apiserver.formats, upstream's
+# IsQualifiedName and IsValidLabelValue).
+label_key_errors = formats.is_qualified_name
+label_value_errors = formats.is_valid_label_value
 
 
 def _field_invalid(path: str, value: str, detail: str) -> str:

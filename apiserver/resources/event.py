@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from apiserver.errors import FieldError, GoRepr, invalid, required
 from apiserver.patch import EVENT_PATCH_SCHEMA, PatchSchema
-from apiserver.resources import formats
+from apiserver import formats
 from apiserver.resources.base import JSON, Decoded, ResourceKind
 from apiserver.resources.meta import (
     API_VERSION_DESCRIPTION,

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apiserver.errors import FieldError, invalid, not_supported, required
 from apiserver.patch import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
-from apiserver.resources import formats
+from apiserver import formats
 from apiserver.resources.base import JSON, Decoded, ResourceKind
 from apiserver.resources.meta import (
     API_VERSION_DESCRIPTION,

@@ -226,7 +226,7 @@ def test_invalid_value_in_a_set_reports_its_sorted_index() -> None:
 def test_too_long_value() -> None:
     value = "v" * 64
     assert label_error(f"a={value}") == (
-        f'unable to parse requirement: values[0][a]: Invalid value: "{value}": must be no more than 63 bytes'
+        f'unable to parse requirement: values[0][a]: Invalid value: "{value}": must be no more than 63 characters'
     )
 
 
@@ -236,7 +236,7 @@ def test_invalid_key_reports_a_nil_path() -> None:
 
 def test_key_with_two_slashes() -> None:
     assert label_error("a/b/c=d") == (
-        'unable to parse requirement: <nil>: Invalid value: "a/b/c": a valid label key must consist of '
+        'unable to parse requirement: <nil>: Invalid value: "a/b/c": a qualified name must consist of '
         "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
         "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
         "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' "
@@ -264,7 +264,7 @@ def test_key_with_empty_prefix_or_name() -> None:
 def test_too_long_key_name() -> None:
     key = "k" * 64
     assert label_error(key) == (
-        f'unable to parse requirement: <nil>: Invalid value: "{key}": name part must be no more than 63 bytes'
+        f'unable to parse requirement: <nil>: Invalid value: "{key}": name part must be no more than 63 characters'
     )
 
 
