@@ -13,6 +13,7 @@ from apiserver.config import Settings
 from apiserver.discovery import Discovery
 from apiserver.http.handlers import ApiHandler
 from apiserver.http.middleware import MAX_BODY_BYTES, authentication, status_errors
+from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.responses import NO_CACHE, object_response
 from apiserver.openapi import OpenAPIService
 from apiserver.registry import ResourceStore
@@ -66,19 +67,6 @@ def build_app(settings: Settings, storage: Storage, authenticator: Authenticator
     async def legacy_api(request: web.Request) -> web.StreamResponse:
         return object_response(request, api.discovery.api_versions())
 
-    async def implicit_namespace(request: web.Request) -> web.StreamResponse:
-        # Standalone, every namespace exists implicitly. kubectl reads the namespace after a 404 to
-        # tell "no such object" from "no such namespace"; answering it keeps the object's NotFound.
-        name = request.match_info["name"]
-        namespace = {
-            "kind": "Namespace",
-            "apiVersion": "v1",
-            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
-            "spec": {"finalizers": ["kubernetes"]},
-            "status": {"phase": "Active"},
-        }
-        return object_response(request, namespace)
-
     async def health(request: web.Request) -> web.StreamResponse:
         check = request.path.strip("/")
         checks = {"ping": True, "storage": True}
@@ -105,10 +93,18 @@ def build_app(settings: Settings, storage: Storage, authenticator: Authenticator
 
     app.router.add_route("*", "/apis", api.handle)
     app.router.add_route("*", "/apis/{tail:.*}", api.handle)
-    app.router.add_get("/api", legacy_api)
-    app.router.add_get("/api/", legacy_api)
     if settings.standalone:
-        app.router.add_get("/api/v1/namespaces/{name}", implicit_namespace)
+        # Every namespace exists implicitly; kubectl and kopf still look for the core resource.
+        namespaces = ImplicitNamespaces(stores, storage, settings.min_request_timeout)
+        for path in ("/api", "/api/"):
+            app.router.add_get(path, namespaces.api)
+        app.router.add_get("/api/v1", namespaces.api_v1)
+        app.router.add_get("/api/v1/", namespaces.api_v1)
+        app.router.add_get("/api/v1/namespaces", namespaces.collection)
+        app.router.add_get("/api/v1/namespaces/{name}", namespaces.get)
+    else:
+        app.router.add_get("/api", legacy_api)
+        app.router.add_get("/api/", legacy_api)
     openapi = OpenAPIService(KINDS)
     app.router.add_get("/openapi/v2", openapi.serve_v2)
     app.router.add_get("/openapi/v3", openapi.serve_v3_index)

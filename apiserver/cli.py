@@ -8,15 +8,33 @@ import contextlib
 import logging
 import signal
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
 
 from apiserver import pki, standalone
 from apiserver.app import build_app
-from apiserver.auth.authn import AuthenticatorChain, TokenAuthenticator, X509Authenticator
+from apiserver.auth.authn import (
+    Authenticator,
+    AuthenticatorChain,
+    RequestHeaderAuthenticator,
+    RequestHeaderConfig,
+    TokenAuthenticator,
+    X509Authenticator,
+)
+from apiserver.auth.authz import Authorizer, PrivilegedGroups
+from apiserver.auth.delegated import (
+    ClusterClient,
+    ExtensionAuthenticationFiles,
+    SubjectAccessReviewAuthorizer,
+    TokenReviewAuthenticator,
+    fetch_extension_authentication,
+    load_kubeconfig,
+)
 from apiserver.auth.user import UserInfo
 from apiserver.config import Settings, default_data_dir
+from apiserver.http.middleware import audit_log, authorization
 from apiserver.storage.interface import Storage
 
 log = logging.getLogger("coreio")
@@ -51,6 +69,42 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument(
         "--token-auth-file", default="", help="static bearer tokens, kube-apiserver's CSV format"
     )
+    parser.add_argument(
+        "--requestheader-client-ca-file",
+        default="",
+        help="CA of the front proxy (the aggregator): only a client certificate it issued may assert"
+        " a user in the --requestheader-*-headers",
+    )
+    parser.add_argument(
+        "--requestheader-allowed-names",
+        default="",
+        help="comma-separated CNs of front-proxy client certificates allowed (default: any of that CA)",
+    )
+    parser.add_argument("--requestheader-username-headers", default="X-Remote-User")
+    parser.add_argument(
+        "--requestheader-uid-headers", default="", help="e.g. X-Remote-Uid (default: UIDs not read)"
+    )
+    parser.add_argument("--requestheader-group-headers", default="X-Remote-Group")
+    parser.add_argument("--requestheader-extra-headers-prefix", default="X-Remote-Extra-")
+    parser.add_argument(
+        "--kubeconfig",
+        default="",
+        help="kubeconfig of the cluster to delegate to (both authentication and authorization)",
+    )
+    parser.add_argument(
+        "--authentication-kubeconfig",
+        default="",
+        help="kubeconfig for TokenReviews and kube-system/extension-apiserver-authentication"
+        " (CAs and header names not given as flags are read from it)",
+    )
+    parser.add_argument("--authorization-kubeconfig", default="", help="kubeconfig for SubjectAccessReviews")
+    parser.add_argument("--authentication-token-webhook-cache-ttl", type=float, default=10.0)
+    parser.add_argument("--authorization-webhook-cache-ttl", type=float, default=10.0)
+    parser.add_argument(
+        "--audit-log-path",
+        default="",
+        help="write one audit.k8s.io/v1 Event (level Metadata) per request as a JSON line; - for stdout",
+    )
     parser.add_argument("--event-ttl", type=int, default=3600, help="seconds an Event lives")
     parser.add_argument("--min-request-timeout", type=float, default=1800.0)
     parser.add_argument("--watch-bookmark-interval", type=float, default=60.0)
@@ -71,6 +125,18 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         tls_private_key_file=args.tls_private_key_file,
         client_ca_file=args.client_ca_file,
         token_auth_file=args.token_auth_file,
+        requestheader_client_ca_file=args.requestheader_client_ca_file,
+        requestheader_allowed_names=_comma_list(args.requestheader_allowed_names),
+        requestheader_username_headers=_comma_list(args.requestheader_username_headers),
+        requestheader_uid_headers=_comma_list(args.requestheader_uid_headers),
+        requestheader_group_headers=_comma_list(args.requestheader_group_headers),
+        requestheader_extra_headers_prefix=_comma_list(args.requestheader_extra_headers_prefix),
+        audit_log_path=args.audit_log_path,
+        kubeconfig=args.kubeconfig,
+        authentication_kubeconfig=args.authentication_kubeconfig,
+        authorization_kubeconfig=args.authorization_kubeconfig,
+        authentication_cache_ttl=args.authentication_token_webhook_cache_ttl,
+        authorization_cache_ttl=args.authorization_webhook_cache_ttl,
         event_ttl_seconds=args.event_ttl,
         min_request_timeout=args.min_request_timeout,
         watch_bookmark_interval=args.watch_bookmark_interval,
@@ -78,7 +144,13 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     )
 
 
+def _comma_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def open_storage(settings: Settings) -> tuple[Storage, str]:
+    # Bookmarks ride on the storage's progress notices: they must come at least as often.
+    progress = min(5.0, settings.watch_bookmark_interval)
     if settings.etcd_servers:
         from apiserver.storage.etcd import EtcdStorage
 
@@ -89,12 +161,16 @@ def open_storage(settings: Settings) -> tuple[Storage, str]:
             cert_file=settings.etcd_certfile or None,
             key_file=settings.etcd_keyfile or None,
             compaction_interval=settings.compaction_interval,
+            progress_interval=progress,
         )
         return storage, f"etcd {','.join(settings.etcd_servers)}"
     from apiserver.storage.sqlite import SQLiteStorage
 
     path = settings.data_dir / "coreio.db"
-    return SQLiteStorage(str(path), compaction_interval=settings.compaction_interval), f"sqlite {path}"
+    storage = SQLiteStorage(
+        str(path), compaction_interval=settings.compaction_interval, progress_interval=progress
+    )
+    return storage, f"sqlite {path}"
 
 
 def _token_users(path: Path) -> dict[str, UserInfo]:
@@ -102,6 +178,111 @@ def _token_users(path: Path) -> dict[str, UserInfo]:
         token: UserInfo(name=entry.user, uid=entry.uid, groups=entry.groups)
         for token, entry in standalone.load_token_file(path).items()
     }
+
+
+def request_header_config(settings: Settings, ca_file: Path) -> RequestHeaderConfig:
+    return RequestHeaderConfig(
+        client_cas=pki.CABundle([ca_file]),
+        allowed_names=tuple(settings.requestheader_allowed_names),
+        username_headers=tuple(settings.requestheader_username_headers),
+        uid_headers=tuple(settings.requestheader_uid_headers),
+        group_headers=tuple(settings.requestheader_group_headers),
+        extra_headers_prefixes=tuple(settings.requestheader_extra_headers_prefix),
+    )
+
+
+def configure_audit_log(path: str) -> None:
+    """Send the audit logger's records (one JSON line each) to `path`; nothing when empty."""
+    if not path:
+        return
+    handler: logging.Handler
+    handler = (
+        logging.StreamHandler(sys.stdout) if path == "-" else logging.FileHandler(path, encoding="utf-8")
+    )
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit_log.addHandler(handler)
+    audit_log.setLevel(logging.INFO)
+    audit_log.propagate = False
+
+
+@dataclass
+class Security:
+    """Who is asked who a request is, what it may do, and which CAs the TLS layer accepts."""
+
+    authenticators: list[Authenticator]
+    trusted_cas: list[Path]
+    authorizer: Authorizer | None = None
+    clients: list[ClusterClient] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def close(self, _app: web.Application | None = None) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for client in self.clients:
+            await client.close()
+
+
+async def configure_security(
+    settings: Settings, client_cas: list[Path], tokens: dict[str, UserInfo]
+) -> Security:
+    """Authenticators in upstream's order (front proxy, client certificate, static tokens,
+    TokenReview) and the authorizer, from flags or, with a kubeconfig, from the cluster: CA files
+    and header names not given as flags come from kube-system/extension-apiserver-authentication."""
+    security = Security(authenticators=[], trusted_cas=[])
+    client_cas = list(client_cas)
+    requestheader: RequestHeaderConfig | None = None
+    if settings.client_ca_file:
+        client_cas.append(Path(settings.client_ca_file))
+    if settings.requestheader_client_ca_file:
+        requestheader = request_header_config(settings, Path(settings.requestheader_client_ca_file))
+
+    token_review: TokenReviewAuthenticator | None = None
+    if authn_kubeconfig := settings.authentication_kubeconfig or settings.kubeconfig:
+        client = ClusterClient(load_kubeconfig(Path(authn_kubeconfig)))
+        security.clients.append(client)
+        token_review = TokenReviewAuthenticator(client, cache_ttl=settings.authentication_cache_ttl)
+        if not settings.client_ca_file or requestheader is None:
+            published_files = ExtensionAuthenticationFiles(client, settings.data_dir / "delegated")
+            published = await fetch_extension_authentication(published_files)
+            log.info("read kube-system/extension-apiserver-authentication from the cluster")
+            if not settings.client_ca_file and published.client_ca.strip():
+                client_cas.append(published_files.client_ca_file)
+            if requestheader is None and published.requestheader_client_ca.strip():
+                requestheader = RequestHeaderConfig(
+                    client_cas=pki.CABundle([published_files.requestheader_client_ca_file]),
+                    allowed_names=published.requestheader_allowed_names,
+                    username_headers=published.requestheader_username_headers,
+                    uid_headers=published.requestheader_uid_headers,
+                    group_headers=published.requestheader_group_headers,
+                    extra_headers_prefixes=published.requestheader_extra_headers_prefix,
+                )
+            # CA rotations in the cluster reach the files, and from there the TLS context and
+            # the authenticators (both reload changed files).
+            security.tasks.append(asyncio.create_task(published_files.keep_fresh()))
+
+    # The TLS layer accepts client certificates of both authorities; the authenticators tell them
+    # apart (a front-proxy certificate is no user of its own, a client certificate asserts no
+    # headers).
+    security.trusted_cas = list(client_cas)
+    if requestheader is not None:
+        security.trusted_cas += list(requestheader.client_cas.files)
+        security.authenticators.append(RequestHeaderAuthenticator(requestheader))
+    security.authenticators += [X509Authenticator(pki.CABundle(client_cas)), TokenAuthenticator(tokens)]
+    if token_review is not None:
+        security.authenticators.append(token_review)
+
+    if authz_kubeconfig := settings.authorization_kubeconfig or settings.kubeconfig:
+        if authz_kubeconfig == authn_kubeconfig and security.clients:
+            client = security.clients[0]
+        else:
+            client = ClusterClient(load_kubeconfig(Path(authz_kubeconfig)))
+            security.clients.append(client)
+        security.authorizer = PrivilegedGroups(
+            SubjectAccessReviewAuthorizer(
+                client, allow_ttl=settings.authorization_cache_ttl, deny_ttl=settings.authorization_cache_ttl
+            )
+        )
+    return security
 
 
 async def serve(settings: Settings) -> None:
@@ -121,14 +302,18 @@ async def serve(settings: Settings) -> None:
         cert_file, key_file = Path(settings.tls_cert_file), Path(settings.tls_private_key_file)
         client_cas = []
         url = f"https://{settings.bind_address}:{settings.secure_port}"
-    if settings.client_ca_file:
-        client_cas.append(Path(settings.client_ca_file))
     if settings.token_auth_file:
         tokens.update(_token_users(Path(settings.token_auth_file)))
-    serving = pki.ServingCertificate(cert_file, key_file, client_cas or None)
+    security = await configure_security(settings, client_cas, tokens)
+    serving = pki.ServingCertificate(cert_file, key_file, security.trusted_cas or None)
     storage, storage_desc = open_storage(settings)
-    chain = AuthenticatorChain([X509Authenticator(), TokenAuthenticator(tokens)])
-    app = build_app(settings, storage, chain)
+    configure_audit_log(settings.audit_log_path)
+    app = build_app(settings, storage, AuthenticatorChain(security.authenticators))
+    if security.authorizer is not None:
+        # Innermost, after authentication (build_app's middlewares); without an authorizer every
+        # authenticated user may do anything, the standalone default.
+        app.middlewares.append(authorization(security.authorizer))
+    app.on_cleanup.append(security.close)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5)
     await runner.setup()
     site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=serving.context)

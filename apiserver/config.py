@@ -28,6 +28,24 @@ class Settings:
     tls_private_key_file: str = ""
     client_ca_file: str = ""
     token_auth_file: str = ""
+    # Front-proxy (request header) authentication, as kube-apiserver's --requestheader-* flags:
+    # only a client certificate issued by this CA (and, when names are given, with one of these
+    # CNs) may assert a user in the headers. Empty file: no front proxy is trusted.
+    requestheader_client_ca_file: str = ""
+    requestheader_allowed_names: list[str] = field(default_factory=list)
+    requestheader_username_headers: list[str] = field(default_factory=lambda: ["X-Remote-User"])
+    requestheader_uid_headers: list[str] = field(default_factory=list)
+    requestheader_group_headers: list[str] = field(default_factory=lambda: ["X-Remote-Group"])
+    requestheader_extra_headers_prefix: list[str] = field(default_factory=lambda: ["X-Remote-Extra-"])
+    # Delegation to a cluster (TokenReview, SubjectAccessReview, extension-apiserver-authentication):
+    # `kubeconfig` serves both when the specific one is empty; all empty: no delegation.
+    kubeconfig: str = ""
+    authentication_kubeconfig: str = ""
+    authorization_kubeconfig: str = ""
+    authentication_cache_ttl: float = 10.0
+    authorization_cache_ttl: float = 10.0
+    # One audit.k8s.io/v1 Event (level Metadata) a request, as JSON lines; "-" for stdout.
+    audit_log_path: str = ""
     # How long Events live (kube-apiserver's --event-ttl).
     event_ttl_seconds: int = 3600
     # Watches without timeoutSeconds end after a random time in [min, 2*min) (kube-apiserver's

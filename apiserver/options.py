@@ -126,6 +126,8 @@ class WriteOptions:
     field_manager: str = ""
     field_validation: str = FIELD_VALIDATION_WARN
     force: bool = False
+    # The request's User-Agent: whom managedFields name when no fieldManager is given.
+    user_agent: str = ""
 
 
 @dataclass
@@ -210,14 +212,17 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
     return opts
 
 
-def parse_dry_run(values: list[Any], options_kind: str) -> bool:
-    """dryRun takes only "All" (repeatable); anything else is 422 on the options kind, as upstream."""
+def dry_run_errors(values: list[Any]) -> list[FieldError]:
+    """dryRun takes only "All" (repeatable)."""
     for value in values:
         if value != DRY_RUN_ALL:
-            raise errors.invalid_error(
-                "meta.k8s.io",
-                options_kind,
-                "",
-                [errors.not_supported("dryRun", value, [DRY_RUN_ALL])],
-            )
+            return [errors.not_supported("dryRun", value, [DRY_RUN_ALL])]
+    return []
+
+
+def parse_dry_run(values: list[Any], options_kind: str) -> bool:
+    """dryRun takes only "All" (repeatable); anything else is 422 on the options kind, as upstream."""
+    errs = dry_run_errors(values)
+    if errs:
+        raise errors.invalid_error("meta.k8s.io", options_kind, "", errs)
     return bool(values)

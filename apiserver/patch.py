@@ -18,7 +18,7 @@ lets a client's malformed strategic merge patch surface as a 500, this answers 4
 text: a client mistake is never a server error here.
 
 Upstream applies server-side apply (`application/apply-patch+yaml`) through the field manager;
-that is not part of this module.
+so does this server, in `managedfields` (over `structure` and `fieldpath`), not in this module.
 """
 
 from __future__ import annotations

@@ -326,6 +326,54 @@ def is_signed_by(certificate: x509.Certificate, ca: x509.Certificate) -> bool:
     return True
 
 
+class CABundle:
+    """Trust anchors from PEM bundle files, re-read when a file changes (checked at most every
+    `reload_interval` seconds), to tell which authority issued a client certificate.
+
+    The TLS handshake verifies a client's chain against the union of all the server's client CAs
+    (`ServingCertificate`); authenticators then need to know *which* of those bundles the
+    certificate belongs to, e.g. to trust front-proxy headers only from the front-proxy CA. Python's
+    `ssl` (before 3.13) hands back the peer's leaf certificate only, so a certificate counts as
+    issued by the bundle when one of the bundle's certificates signed it directly: a bundle that
+    serves leaves issued by an intermediate CA must list that intermediate too.
+    """
+
+    def __init__(self, files: Sequence[Path], *, reload_interval: float = 1.0) -> None:
+        self.files = tuple(Path(f) for f in files)
+        self.reload_interval = reload_interval
+        self._lock = threading.Lock()
+        self._state: tuple[tuple[int, int, int], ...] | None = None
+        self._certificates: list[x509.Certificate] = []
+        self._checked = -float("inf")
+
+    def certificates(self) -> list[x509.Certificate]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._checked >= self.reload_interval:
+                self._checked = now
+                self._reload()
+            return list(self._certificates)
+
+    def _reload(self) -> None:
+        try:
+            state = tuple(_file_state(p) for p in self.files)
+            if state == self._state:
+                return
+            certificates = [c for path in self.files for c in load_certificates(path)]
+        except (OSError, ValueError) as exc:
+            # Keep the last good bundle: a replacement caught half-written is retried next time.
+            logger.warning("CA bundle %s not (re)loaded: %s", ", ".join(map(str, self.files)), exc)
+            return
+        self._state, self._certificates = state, certificates
+
+    def issued(self, certificate: x509.Certificate, *, now: datetime.datetime | None = None) -> bool:
+        """True when one of the bundle's CAs signed `certificate` and it is valid at `now`."""
+        moment = now or _now()
+        if not certificate.not_valid_before_utc <= moment <= certificate.not_valid_after_utc:
+            return False
+        return any(is_signed_by(certificate, ca) for ca in self.certificates())
+
+
 # --- serving ----------------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 It plays the part of k8s.io/apiserver's `registry/generic/registry.Store`: it owns system metadata
 (uid, creationTimestamp, generation, deletionTimestamp), preconditions, optimistic concurrency,
-dry-run, finalizers and field validation, and knows nothing of HTTP. Objects are plain dicts;
+dry-run, finalizers, field validation, managedFields and server-side apply (through
+`managedfields.FieldManager`), and knows nothing of HTTP. Objects are plain dicts;
 `metadata.resourceVersion` is the storage revision, set on every read and never stored.
 """
 
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apiserver import continue_token, errors, objectmeta
+from apiserver import continue_token, errors, managedfields, objectmeta
 from apiserver.errors import GroupResource, StatusError
+from apiserver.managedfields import FieldManager
 from apiserver.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
@@ -125,6 +128,21 @@ def _storage_unavailable(exc: Exception) -> StatusError:
     return errors.service_unavailable(f"storage is unavailable: {exc}")
 
 
+def _manager(opts: WriteOptions) -> str:
+    """Who a create, update or non-apply patch is tracked under."""
+    return managedfields.manager_or_user_agent(opts.field_manager, opts.user_agent)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
 class ResourceStore:
     """Create, read, update, delete, list and watch one kind in one storage."""
 
@@ -141,6 +159,7 @@ class ResourceStore:
         self.ttl_seconds = ttl_seconds
         self.bookmark_interval = bookmark_interval
         self.gr = GroupResource(kind.group, kind.plural)
+        self.field_manager = FieldManager(kind)
         self._root = f"/registry/{kind.group}/{kind.plural}/"
 
     # ----------------------------------------------------------------- keys and encoding
@@ -329,6 +348,9 @@ class ResourceStore:
         self._check_namespace(meta, namespace)
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        obj = self.field_manager.update(
+            self.field_manager.empty_object(), obj, _manager(opts), reset=managedfields.requests_reset(raw)
+        )
         generate = not meta.get("name") and bool(meta.get("generateName"))
         for _attempt in range(MAX_GENERATE_NAME_ATTEMPTS if generate else 1):
             candidate = copy.deepcopy(obj)
@@ -389,12 +411,20 @@ class ResourceStore:
         if body_name != name:
             raise _name_mismatch(str(body_name or ""), name)
         precondition = str(meta.get("resourceVersion") or "")
+        reset = managedfields.requests_reset(raw)
 
-        def replace(_current: JSON) -> JSON:
-            return copy.deepcopy(obj)
+        def replace(current: JSON) -> JSON:
+            return self.field_manager.update(current, copy.deepcopy(obj), _manager(opts), reset=reset)
 
         return await self._update_loop(
-            namespace, name, replace, opts, warnings, precondition=precondition, create_from=obj
+            namespace,
+            name,
+            replace,
+            opts,
+            warnings,
+            precondition=precondition,
+            uid_precondition=str(meta.get("uid") or ""),
+            allow_create=True,
         )
 
     async def patch(
@@ -418,9 +448,47 @@ class ResourceStore:
             if meta.get("name") != name:
                 raise _name_mismatch(str(meta.get("name") or ""), name)
             self._check_namespace(meta, namespace)
-            return obj
+            return self.field_manager.update(
+                current, obj, _manager(opts), reset=managedfields.requests_reset(result)
+            )
 
         return await self._update_loop(namespace, name, patched, opts, warnings, precondition=None)
+
+    async def apply(self, namespace: str, name: str, config: Any, opts: WriteOptions) -> WriteResult:
+        """Server-side apply of `config` (the decoded apply patch) by `opts.field_manager`, forced
+        with `opts.force`; creates the object when it does not exist."""
+        if not isinstance(config, dict):
+            if config is not None:
+                raise errors.bad_request(
+                    "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
+                    f"unmarshal {_json_kind(config)} into Go value of type map[string]interface {{}}"
+                )
+            config = {}
+        # The merged object holds no field the configuration could not (it is checked against the
+        # schema first), so decoding it again warns of nothing.
+        canonical = dataclasses.replace(opts, field_validation=FIELD_VALIDATION_IGNORE)
+
+        def applied(current: JSON) -> JSON:
+            creating = not current["metadata"].get("uid")
+            merged = self.field_manager.apply(current, config, opts.field_manager, force=opts.force)
+            uid = objectmeta.metadata(merged).get("uid")
+            if creating and uid:
+                raise errors.conflict_error(
+                    self.gr,
+                    name,
+                    f"uid mismatch: the provided object specified uid {uid}, "
+                    "and no existing object was found",
+                )
+            obj = self.decode_body(merged, canonical, [])
+            meta = objectmeta.metadata(obj)
+            self._check_namespace(meta, namespace)
+            if meta.get("name") and meta.get("name") != name:
+                raise _name_mismatch(str(meta.get("name")), name)
+            return obj
+
+        return await self._update_loop(
+            namespace, name, applied, opts, [], precondition=None, allow_create=True
+        )
 
     async def _update_loop(
         self,
@@ -431,11 +499,14 @@ class ResourceStore:
         warnings: Strings,
         *,
         precondition: str | None,
-        create_from: JSON | None = None,
+        uid_precondition: str = "",
+        allow_create: bool = False,
     ) -> WriteResult:
+        """Reads, transforms with `make_new` and writes until the compare-and-swap holds. With
+        `allow_create`, an absent object is made from the kind's empty object."""
         key = self.key(namespace, name)
         kv = await self._get_kv(key)
-        uid = str(objectmeta.metadata(create_from).get("uid") or "") if create_from is not None else ""
+        uid = uid_precondition
         for _attempt in range(MAX_UPDATE_ATTEMPTS):
             if uid:
                 # A PUT naming a uid only applies to that very object, as upstream makes it a
@@ -451,9 +522,9 @@ class ResourceStore:
                         f"UID in object meta: {current_uid or ''}",
                     )
             if kv is None:
-                if create_from is None:
+                if not allow_create:
                     raise errors.not_found_error(self.gr, name)
-                body = copy.deepcopy(create_from)
+                body = make_new(self.field_manager.empty_object())
                 objectmeta.metadata(body).pop("resourceVersion", None)
                 created = await self._create_on_update(namespace, body, opts, warnings)
                 if created is not None:
@@ -474,6 +545,7 @@ class ResourceStore:
             strict = bool(precondition)
             self._prepare_update(new, old)
             self._validate(new, self.kind.validate_update(new, old))
+            managedfields.restore_unchanged_times(new, old)
             if self._same_content(new, old):
                 return WriteResult(old, warnings=warnings)
             if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):

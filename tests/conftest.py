@@ -5,4 +5,6 @@ pytest_plugins = [
     "tests.support.tools",
     "tests.support.server",
     "tests.support.api",
+    "tests.support.controlplane",
+    "tests.support.aggregation",
 ]

@@ -22,7 +22,7 @@ from apiserver.http.responses import (
     success_status,
 )
 from apiserver.http.watchstream import stream_watch, watch_timeout
-from apiserver.options import delete_options_from_body
+from apiserver.options import WriteOptions, delete_options_from_body
 from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
 from apiserver.registry import ResourceStore
 from apiserver.selectors import escape_field_value, parse_field_selector
@@ -180,14 +180,14 @@ class ApiHandler:
         return await stream_watch(request, events, timeout, transform)
 
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        opts = query.write_options(request.query, "CreateOptions")
+        opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
         result = await route.store.create(_ns(route), parsed.value, opts)
         return object_response(request, result.obj, status=201, warnings=warnings + result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        opts = query.write_options(request.query, "UpdateOptions")
+        opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         assert route.name is not None
         warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
@@ -197,12 +197,26 @@ class ApiHandler:
         )
 
     async def _patch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        opts = query.write_options(request.query, "PatchOptions", patch=True)
         content_type = request.headers.get("Content-Type", "")
         media = codec.parse_media_type(content_type).type if content_type else ""
-        served = (codec.JSON_PATCH_TYPE, codec.MERGE_PATCH_TYPE, codec.STRATEGIC_PATCH_TYPE)
+        served = (
+            codec.JSON_PATCH_TYPE,
+            codec.MERGE_PATCH_TYPE,
+            codec.STRATEGIC_PATCH_TYPE,
+            codec.APPLY_PATCH_TYPE,
+        )
         if media not in served:
             raise errors.unsupported_media_type(list(served))
+        opts = query.write_options(
+            request.query,
+            "PatchOptions",
+            patch=True,
+            apply=media == codec.APPLY_PATCH_TYPE,
+            user_agent=_user_agent(request),
+        )
+        assert route.name is not None
+        if media == codec.APPLY_PATCH_TYPE:
+            return await self._apply(request, route, opts)
         _, parsed = codec.parse_body(content_type, await request.read(), served)
         document = parsed.value
         validation = opts.field_validation
@@ -214,10 +228,25 @@ class ApiHandler:
         else:
             schema = route.store.kind.patch_schema
             apply = lambda current: apply_strategic_merge_patch(current, document, schema)  # noqa: E731
-        assert route.name is not None
         warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
         result = await route.store.patch(_ns(route), route.name, apply, opts)
         return object_response(request, result.obj, warnings=warnings + result.warnings)
+
+    async def _apply(
+        self, request: web.Request, route: ResourceRoute, opts: WriteOptions
+    ) -> web.StreamResponse:
+        """Server-side apply: the body is the applied configuration, in YAML (or JSON)."""
+        assert route.name is not None
+        try:
+            _, parsed = codec.parse_body(
+                codec.APPLY_PATCH_TYPE, await request.read(), (codec.APPLY_PATCH_TYPE,)
+            )
+        except errors.StatusError as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc.message}") from None
+        result = await route.store.apply(_ns(route), route.name, parsed.value, opts)
+        return object_response(
+            request, result.obj, status=201 if result.created else 200, warnings=result.warnings
+        )
 
     async def _delete_options(self, request: web.Request) -> Any:
         opts = query.delete_options(request.query)
@@ -250,6 +279,10 @@ class ApiHandler:
         list_opts = query.list_options(request.query, route.store.kind)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
         return object_response(request, result)
+
+
+def _user_agent(request: web.Request) -> str:
+    return request.headers.get("User-Agent", "")
 
 
 def _ns(route: ResourceRoute) -> str:

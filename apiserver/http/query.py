@@ -13,6 +13,7 @@ from apiserver.options import (
     ListOptions,
     Preconditions,
     WriteOptions,
+    dry_run_errors,
     parse_dry_run,
 )
 from apiserver.resources.base import ResourceKind
@@ -74,16 +75,26 @@ def list_options(query: Query, kind: ResourceKind, *, watch: bool = False) -> Li
 
 
 def write_options(
-    query: Query, options_kind: str, *, patch: bool = False, apply: bool = False
+    query: Query, options_kind: str, *, patch: bool = False, apply: bool = False, user_agent: str = ""
 ) -> WriteOptions:
-    opts = WriteOptions()
-    opts.dry_run = parse_dry_run(query.getall("dryRun", []), options_kind)
+    """Create, update or patch options. `apply`: the patch is a server-side apply, which alone may
+    carry `force` and must name its fieldManager. `user_agent` names the manager otherwise."""
+    opts = WriteOptions(user_agent=user_agent)
     manager = query.get("fieldManager") or ""
     errs: list[errors.FieldError] = []
+    # In ValidatePatchOptions' order: force or the apply's manager, the manager, dryRun, fieldValidation.
+    force = parse_bool(query, "force") if patch else None
+    if force is not None and not apply:
+        errs.append(errors.forbidden("force", "may not be specified for non-apply patch"))
+    if apply and not manager:
+        errs.append(errors.required("fieldManager", "is required for apply patch"))
     if len(manager) > _MAX_FIELD_MANAGER:
         errs.append(errors.too_long("fieldManager", "", _MAX_FIELD_MANAGER))
     elif any(not ch.isprintable() for ch in manager):
         errs.append(errors.invalid("fieldManager", manager, "must only contain printable characters"))
+    dry_run = query.getall("dryRun", [])
+    errs += dry_run_errors(dry_run)
+    opts.dry_run = bool(dry_run)
     validation = query.get("fieldValidation")
     if validation is not None and validation != "":
         if validation not in (FIELD_VALIDATION_IGNORE, FIELD_VALIDATION_STRICT, FIELD_VALIDATION_WARN):
@@ -96,9 +107,6 @@ def write_options(
             )
         else:
             opts.field_validation = validation
-    force = parse_bool(query, "force") if patch else None
-    if force is not None and not apply:
-        errs.append(errors.forbidden("force", "may not be specified for non-apply patch"))
     if errs:
         raise errors.invalid_error("meta.k8s.io", options_kind, "", errs)
     opts.field_manager = manager

@@ -14,9 +14,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from apiserver import formats
 from apiserver.errors import FieldError, GoRepr, invalid, required
 from apiserver.patch import EVENT_PATCH_SCHEMA, PatchSchema
-from apiserver import formats
 from apiserver.resources.base import JSON, Decoded, ResourceKind
 from apiserver.resources.meta import (
     API_VERSION_DESCRIPTION,

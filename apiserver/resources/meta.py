@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apiserver.errors import FieldError, GoRepr, forbidden, go_quote, invalid, required, too_long
 from apiserver import formats
+from apiserver.errors import FieldError, GoRepr, forbidden, go_quote, invalid, required, too_long
 from apiserver.formats import NameValidator
 from apiserver.resources.schema import INT64, TIME, Go, parse_rfc3339
 

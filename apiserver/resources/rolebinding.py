@@ -9,9 +9,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apiserver import formats
 from apiserver.errors import FieldError, invalid, not_supported, required
 from apiserver.patch import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
-from apiserver import formats
 from apiserver.resources.base import JSON, Decoded, ResourceKind
 from apiserver.resources.meta import (
     API_VERSION_DESCRIPTION,

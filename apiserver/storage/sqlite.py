@@ -312,7 +312,12 @@ class SQLiteStorage:
         conn.executescript(_SCHEMA)
         # AUTOINCREMENT's high-water mark survives deleting the newest rows during compaction.
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kv'").fetchone()
-        self._next_rev = self._committed_rev = row[0] if row else 0
+        if row is None:
+            # A new store is at revision 1, as a new etcd is: "0" means "any version" to clients,
+            # so a list of an empty store must not answer resourceVersion "0".
+            conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('kv', 1)")
+            row = (1,)
+        self._next_rev = self._committed_rev = row[0]
         row = conn.execute("SELECT value FROM meta WHERE name = 'compact_revision'").fetchone()
         self._compact_rev = row[0] if row else 0
         self._conn = conn

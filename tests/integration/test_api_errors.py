@@ -231,6 +231,11 @@ def test_version(api: Api) -> None:
     assert version["gitVersion"].startswith("v1.")
 
 
-def test_legacy_api_root_lists_no_versions(api: Api) -> None:
+def test_legacy_api_root_serves_implicit_namespaces(api: Api) -> None:
+    # Standalone, the core group holds only the read-only, implicit namespaces (kopf needs them).
     document = api.get("/api").json
-    assert document["kind"] == "APIVersions" and document["versions"] == []
+    assert document["kind"] == "APIVersions" and document["versions"] == ["v1"]
+    resources = api.get("/api/v1").json["resources"]
+    assert [(r["name"], r["kind"], r["namespaced"], r["verbs"]) for r in resources] == [
+        ("namespaces", "Namespace", False, ["get", "list", "watch"])
+    ]

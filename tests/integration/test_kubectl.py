@@ -14,67 +14,15 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
-
-RB = "rolebindings.rbac.authorization.core.io"
-EV = "events.events.core.io"
-
-
-class Kubectl:
-    def __init__(self, binary: Path, kubeconfig: Path) -> None:
-        self.binary = binary
-        self.kubeconfig = kubeconfig
-
-    def command(self, *args: str) -> list[str]:
-        return [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args]
-
-    def run(
-        self, *args: str, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(self.command(*args), input=input, capture_output=True, text=True, timeout=60)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args, "-o", "json").stdout)
 
 
 @pytest.fixture(scope="module")
 def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
     return Kubectl(kubectl, server.kubeconfig)
-
-
-def rolebinding_yaml(name: str, namespace: str, subjects: list[dict[str, str]] | None = None) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "rbac.authorization.core.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"app": "demo"}},
-            "roleRef": {"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": "view"},
-            "subjects": subjects or [{"kind": "User", "name": "alice"}],
-        }
-    )
-
-
-def event_yaml(name: str, namespace: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "events.core.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": "2026-11-22T02:16:41.123456Z",
-            "action": "Scheduled",
-            "reason": "Started",
-            "note": "container started",
-            "type": "Normal",
-            "reportingController": "example.com/controller",
-            "reportingInstance": "controller-1",
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": "web-0", "apiVersion": "v1"},
-        }
-    )
 
 
 def test_create_get_json_and_yaml(kubectl_cli: Kubectl) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
+from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from apiserver.errors import FieldError, FieldErrorType
 from apiserver import formats
+from apiserver.errors import FieldError, FieldErrorType
 from apiserver.resources.meta import (
     validate_common_object_meta,
     validate_common_object_meta_update,

@@ -226,7 +226,8 @@ def test_invalid_value_in_a_set_reports_its_sorted_index() -> None:
 def test_too_long_value() -> None:
     value = "v" * 64
     assert label_error(f"a={value}") == (
-        f'unable to parse requirement: values[0][a]: Invalid value: "{value}": must be no more than 63 characters'
+        f'unable to parse requirement: values[0][a]: Invalid value: "{value}": '
+        "must be no more than 63 characters"
     )
 
 
@@ -264,7 +265,8 @@ def test_key_with_empty_prefix_or_name() -> None:
 def test_too_long_key_name() -> None:
     key = "k" * 64
     assert label_error(key) == (
-        f'unable to parse requirement: <nil>: Invalid value: "{key}": name part must be no more than 63 characters'
+        f'unable to parse requirement: <nil>: Invalid value: "{key}": '
+        "name part must be no more than 63 characters"
     )
 
 

@@ -1,0 +1,423 @@
+"""Delegation to the cluster coreio is aggregated into: who a bearer token is (TokenReview), what a
+user may do (SubjectAccessReview), and which CAs and headers to trust
+(`kube-system/extension-apiserver-authentication`), as k8s.io/apiserver's delegating options do.
+
+The cluster is reached with a kubeconfig (`--authentication-kubeconfig`,
+`--authorization-kubeconfig`, or `--kubeconfig` for both); its user needs the cluster roles
+`system:auth-delegator` and, in kube-system, `extension-apiserver-authentication-reader`. Answers
+are cached briefly (10 s, upstream's default), keyed by a hash of the token or by the whole review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import logging
+import ssl
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+import yaml
+from aiohttp import web
+from cryptography import x509
+
+from apiserver import errors, pki
+from apiserver.auth.authz import ALLOW, Decision
+from apiserver.auth.requestinfo import RequestInfo
+from apiserver.auth.user import UserInfo
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+CACHE_TTL = 10.0
+REQUEST_TIMEOUT = 10.0
+AUTHENTICATION_CONFIGMAP = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+class ClusterError(Exception):
+    """The cluster could not be asked, or answered with an error."""
+
+
+# --- connecting to the cluster ---------------------------------------------------------------
+
+
+@dataclass
+class ClusterConnection:
+    """Where the cluster is and how to authenticate to it (one kubeconfig context)."""
+
+    server: str
+    ssl_context: ssl.SSLContext | bool
+    token: str = ""
+    token_file: Path | None = None
+
+    def headers(self) -> dict[str, str]:
+        token = self.token
+        if self.token_file is not None:
+            # Projected service-account tokens rotate on disk: read them per request.
+            token = self.token_file.read_text().strip()
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _named(document: JSON, section: str, name: str) -> JSON:
+    for item in document.get(section) or ():
+        if isinstance(item, dict) and item.get("name") == name:
+            value = item.get(section.rstrip("s"), {})
+            return value if isinstance(value, dict) else {}
+    raise ValueError(f"kubeconfig has no {section.rstrip('s')} {name!r}")
+
+
+def _pem(entry: JSON, key: str, base: Path) -> bytes | None:
+    if data := entry.get(f"{key}-data"):
+        return base64.b64decode(data)
+    if path := entry.get(key):
+        return (base / str(path)).read_bytes()
+    return None
+
+
+def load_kubeconfig(path: Path, context: str = "") -> ClusterConnection:
+    """The connection of `context` (default: the current context) in the kubeconfig at `path`."""
+    document = yaml.safe_load(path.read_text()) or {}
+    base = path.parent
+    ctx = _named(document, "contexts", context or str(document.get("current-context", "")))
+    cluster = _named(document, "clusters", str(ctx.get("cluster", "")))
+    user = _named(document, "users", str(ctx.get("user", ""))) if ctx.get("user") else {}
+    server = str(cluster.get("server", "")).rstrip("/")
+    if not server:
+        raise ValueError(f"{path}: cluster has no server")
+    context_ssl: ssl.SSLContext | bool = True
+    if server.startswith("https://"):
+        ssl_context = ssl.create_default_context()
+        if cluster.get("insecure-skip-tls-verify"):
+            ssl_context.check_hostname = False
+            ssl_context.verify_mode = ssl.CERT_NONE
+        elif (ca := _pem(cluster, "certificate-authority", base)) is not None:
+            ssl_context = ssl.create_default_context(cadata=ca.decode())
+        cert, key = _pem(user, "client-certificate", base), _pem(user, "client-key", base)
+        if cert is not None and key is not None:
+            _load_client_certificate(ssl_context, cert, key)
+        context_ssl = ssl_context
+    token_file = Path(base / user["tokenFile"]) if user.get("tokenFile") else None
+    return ClusterConnection(server, context_ssl, str(user.get("token", "")), token_file)
+
+
+def _load_client_certificate(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    # `ssl` loads key pairs from files only: a private temporary directory, gone right after.
+    with tempfile.TemporaryDirectory(prefix="coreio-kubeconfig-") as directory:
+        cert_path, key_path = Path(directory, "tls.crt"), Path(directory, "tls.key")
+        pki.write_file_atomic(cert_path, cert, 0o600)
+        pki.write_file_atomic(key_path, key, 0o600)
+        context.load_cert_chain(cert_path, key_path)
+
+
+class ClusterClient:
+    """A small JSON client for the few cluster calls delegation needs."""
+
+    def __init__(self, connection: ClusterConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
+        self.connection = connection
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                headers={"User-Agent": "coreio-apiserver", "Accept": "application/json"},
+            )
+        return self._session
+
+    async def request(self, method: str, path: str, body: JSON | None = None) -> JSON:
+        url = self.connection.server + path
+        try:
+            async with self._client().request(
+                method, url, json=body, headers=self.connection.headers(), ssl=self.connection.ssl_context
+            ) as response:
+                text = await response.text()
+                if response.status >= 300:
+                    raise ClusterError(f"{method} {path}: {response.status} {text[:300]}")
+                result = json.loads(text)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            raise ClusterError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(result, dict):
+            raise ClusterError(f"{method} {path}: answer is no object")
+        return result
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+# --- caching ---------------------------------------------------------------------------------
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class TTLCache(Generic[K, V]):
+    """Answers kept for `ttl` seconds; at most `size` of them, the oldest dropped first."""
+
+    def __init__(self, ttl: float, size: int = 4096) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._items: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        if item[0] < time.monotonic():
+            del self._items[key]
+            return None
+        return item[1]
+
+    def put(self, key: K, value: V) -> None:
+        if self.ttl <= 0:
+            return
+        self._items[key] = (time.monotonic() + self.ttl, value)
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+async def _once(pending: dict[str, asyncio.Future[Any]], key: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    """Concurrent identical reviews share one call to the cluster."""
+    if (future := pending.get(key)) is not None:
+        return await asyncio.shield(future)
+    future = asyncio.get_running_loop().create_future()
+    pending[key] = future
+    try:
+        result = await call()
+    except BaseException as exc:
+        future.set_exception(exc)
+        future.exception()  # retrieved: a lone caller must not leave "never retrieved" warnings
+        raise
+    else:
+        future.set_result(result)
+        return result
+    finally:
+        del pending[key]
+
+
+# --- authentication: TokenReview --------------------------------------------------------------
+
+
+def _user_from_review(user: JSON) -> UserInfo:
+    extra = {str(k): tuple(str(v) for v in (vs or ())) for k, vs in (user.get("extra") or {}).items()}
+    return UserInfo(
+        name=str(user.get("username", "")),
+        uid=str(user.get("uid", "")),
+        groups=tuple(str(g) for g in user.get("groups") or ()),
+        extra=extra,
+    )
+
+
+class TokenReviewAuthenticator:
+    """Bearer tokens the cluster vouches for (service-account tokens, its OIDC users, ...)."""
+
+    def __init__(
+        self, client: ClusterClient, *, audiences: tuple[str, ...] = (), cache_ttl: float = CACHE_TTL
+    ) -> None:
+        self._client = client
+        self._audiences = audiences
+        # (user,) so that a cached "not authenticated" (None) differs from a miss.
+        self._cache: TTLCache[str, tuple[UserInfo | None]] = TTLCache(cache_ttl)
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+
+    async def authenticate(self, request: web.Request) -> UserInfo | None:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        key = hashlib.sha256(token.encode()).hexdigest()
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = await _once(self._pending, key, lambda: self._review(key, token))
+        user = cached[0]
+        if user is None:
+            raise errors.unauthorized()
+        return user
+
+    async def _review(self, key: str, token: str) -> tuple[UserInfo | None]:
+        spec: JSON = {"token": token}
+        if self._audiences:
+            spec["audiences"] = list(self._audiences)
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+        try:
+            status = (await self._client.request("POST", TOKEN_REVIEWS, review)).get("status") or {}
+        except ClusterError as exc:
+            log.warning("TokenReview failed: %s", exc)
+            raise errors.unauthorized() from exc
+        user: UserInfo | None = None
+        if status.get("authenticated") and isinstance(status.get("user"), dict):
+            user = _user_from_review(status["user"])
+            if self._audiences and not set(self._audiences).intersection(status.get("audiences") or ()):
+                user = None
+        self._cache.put(key, (user,))
+        return (user,)
+
+
+# --- authorization: SubjectAccessReview -------------------------------------------------------
+
+
+def access_review_spec(user: UserInfo, info: RequestInfo) -> JSON:
+    spec: JSON = {"user": user.name, "groups": list(user.groups)}
+    if user.uid:
+        spec["uid"] = user.uid
+    if user.extra:
+        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+    if info.is_resource_request:
+        attributes = {
+            "namespace": info.namespace,
+            "verb": info.verb,
+            "group": info.api_group,
+            "version": info.api_version,
+            "resource": info.resource,
+            "subresource": info.subresource,
+            "name": info.name,
+        }
+        spec["resourceAttributes"] = {k: v for k, v in attributes.items() if v}
+    else:
+        spec["nonResourceAttributes"] = {"path": info.path, "verb": info.verb}
+    return spec
+
+
+class SubjectAccessReviewAuthorizer:
+    """Asks the cluster's authorizers (its RBAC) whether the user may do what the request asks."""
+
+    def __init__(
+        self, client: ClusterClient, *, allow_ttl: float = CACHE_TTL, deny_ttl: float = CACHE_TTL
+    ) -> None:
+        self._client = client
+        self._allowed: TTLCache[str, Decision] = TTLCache(allow_ttl)
+        self._denied: TTLCache[str, Decision] = TTLCache(deny_ttl)
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+
+    async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        spec = access_review_spec(user, info)
+        key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        cached = self._allowed.get(key) or self._denied.get(key)
+        if cached is not None:
+            return cached
+        decision: Decision = await _once(self._pending, key, lambda: self._review(key, spec))
+        return decision
+
+    async def _review(self, key: str, spec: JSON) -> Decision:
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        try:
+            status = (await self._client.request("POST", SUBJECT_ACCESS_REVIEWS, review)).get("status") or {}
+        except ClusterError as exc:
+            log.warning("SubjectAccessReview failed: %s", exc)
+            # As upstream: an authorizer that could not decide is an internal error, not a 403.
+            raise errors.internal_error(f"authorization failed: {exc}") from exc
+        if status.get("allowed") and not status.get("denied"):
+            self._allowed.put(key, ALLOW)
+            return ALLOW
+        decision = Decision(False, str(status.get("reason", "")))
+        self._denied.put(key, decision)
+        return decision
+
+
+# --- kube-system/extension-apiserver-authentication ---------------------------------------------
+
+
+def _header_list(data: JSON, key: str) -> tuple[str, ...]:
+    try:
+        values = json.loads(data.get(key) or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in values or ())
+
+
+@dataclass(frozen=True)
+class ExtensionAuthentication:
+    """What kube-apiserver publishes for extension servers: its client CA, and the front proxy's CA,
+    allowed names and header names."""
+
+    client_ca: bytes = b""
+    requestheader_client_ca: bytes = b""
+    requestheader_allowed_names: tuple[str, ...] = ()
+    requestheader_username_headers: tuple[str, ...] = ()
+    requestheader_uid_headers: tuple[str, ...] = ()
+    requestheader_group_headers: tuple[str, ...] = ()
+    requestheader_extra_headers_prefix: tuple[str, ...] = ()
+
+    @classmethod
+    def from_configmap(cls, configmap: JSON) -> ExtensionAuthentication:
+        data = configmap.get("data") or {}
+        return cls(
+            client_ca=str(data.get("client-ca-file", "")).encode(),
+            requestheader_client_ca=str(data.get("requestheader-client-ca-file", "")).encode(),
+            requestheader_allowed_names=_header_list(data, "requestheader-allowed-names"),
+            requestheader_username_headers=_header_list(data, "requestheader-username-headers"),
+            requestheader_uid_headers=_header_list(data, "requestheader-uid-headers"),
+            requestheader_group_headers=_header_list(data, "requestheader-group-headers"),
+            requestheader_extra_headers_prefix=_header_list(data, "requestheader-extra-headers-prefix"),
+        )
+
+
+@dataclass
+class ExtensionAuthenticationFiles:
+    """Keeps the published CAs as files under `directory` (`client-ca.crt`,
+    `requestheader-client-ca.crt`), where the TLS context and the authenticators reload them
+    from; `refresh` re-reads the ConfigMap and replaces a file only when its content changed."""
+
+    client: ClusterClient
+    directory: Path
+    current: ExtensionAuthentication = field(default_factory=ExtensionAuthentication)
+
+    @property
+    def client_ca_file(self) -> Path:
+        return self.directory / "client-ca.crt"
+
+    @property
+    def requestheader_client_ca_file(self) -> Path:
+        return self.directory / "requestheader-client-ca.crt"
+
+    async def refresh(self) -> ExtensionAuthentication:
+        published = ExtensionAuthentication.from_configmap(
+            await self.client.request("GET", AUTHENTICATION_CONFIGMAP)
+        )
+        for path, pem in (
+            (self.client_ca_file, published.client_ca),
+            (self.requestheader_client_ca_file, published.requestheader_client_ca),
+        ):
+            if pem.strip():
+                x509.load_pem_x509_certificates(pem)  # refuse garbage before it replaces a good bundle
+            old = path.read_bytes() if path.exists() else None
+            if pem != old:
+                pki.write_file_atomic(path, pem, 0o644)
+        self.current = published
+        return published
+
+    async def keep_fresh(self, interval: float = 60.0) -> None:
+        """Refresh forever (run as a task); failures keep the last good files."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.refresh()
+            except (ClusterError, ValueError, OSError) as exc:
+                log.warning("extension-apiserver-authentication not refreshed: %s", exc)
+
+
+async def fetch_extension_authentication(
+    files: ExtensionAuthenticationFiles, *, attempts: int = 30, delay: float = 1.0
+) -> ExtensionAuthentication:
+    """The first read at start-up, retried for a while (the cluster may still be coming up)."""
+    for attempt in range(attempts):
+        try:
+            return await files.refresh()
+        except ClusterError as exc:
+            if attempt == attempts - 1:
+                raise
+            log.warning("reading extension-apiserver-authentication: %s; retrying", exc)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,0 +1,108 @@
+"""What a request asks for, in authorization's terms: verb, resource, namespace, name.
+
+The same reading of a URL as k8s.io/apiserver's RequestInfoFactory, so that an authorizer (and an
+audit line) sees `list rolebindings in ns` where HTTP says `GET /apis/.../namespaces/ns/rolebindings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+_VERBS_BY_METHOD = {
+    "POST": "create",
+    "GET": "get",
+    "HEAD": "get",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+# Path prefixes that are verbs (`/apis/g/v/watch/...`), as upstream still accepts.
+_SPECIAL_VERBS = {"proxy", "watch"}
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    verb: str
+    path: str
+    is_resource_request: bool = False
+    api_prefix: str = ""
+    api_group: str = ""
+    api_version: str = ""
+    namespace: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+
+
+def _name_from_field_selector(selector: str) -> str:
+    """`metadata.name=x` (alone or among other terms): upstream narrows list/watch to that name."""
+    for term in selector.split(","):
+        key, sep, value = term.partition("==") if "==" in term else term.partition("=")
+        if sep and key.strip() == "metadata.name" and not key.endswith("!"):
+            value = value.strip()
+            if value and "/" not in value and "%" not in value and value not in {".", ".."}:
+                return value
+    return ""
+
+
+def _watch_requested(query: Mapping[str, str]) -> bool:
+    """As upstream's query conversion (and the handlers): present and neither "0" nor "false" in any
+    case, a bare `?watch` included. Reading it the same way as the handler keeps a list-only grant
+    from opening a watch."""
+    value = query.get("watch")
+    return value is not None and value != "0" and value.lower() != "false"
+
+
+def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
+    non_resource = RequestInfo(verb=method.lower(), path=path)
+    parts = path.strip("/").split("/") if path.strip("/") else []
+    if not parts or parts[0] not in {"api", "apis"}:
+        return non_resource
+    prefix, rest = parts[0], parts[1:]
+    group = ""
+    if prefix == "apis":
+        if len(rest) < 3:  # /apis, /apis/g, /apis/g/v: discovery
+            return non_resource
+        group, rest = rest[0], rest[1:]
+    elif len(rest) < 2:  # /api, /api/v1
+        return non_resource
+    version, rest = rest[0], rest[1:]
+
+    if rest[0] in _SPECIAL_VERBS:
+        verb, rest = rest[0], rest[1:]
+        if not rest:
+            return non_resource
+        from_path = True
+    else:
+        verb = _VERBS_BY_METHOD.get(method.upper(), "")
+        from_path = False
+
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        # /namespaces/{ns}/{resource}/...; /namespaces/{ns} itself (and its status, finalize)
+        # is the namespace object.
+        if len(rest) > 2 and rest[2] not in {"status", "finalize"}:
+            rest = rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 and verb != "proxy" else ""
+
+    if not name and verb == "get" and not from_path:
+        verb = "watch" if _watch_requested(query) else "list"
+        name = _name_from_field_selector(query.get("fieldSelector", ""))
+    elif not name and verb == "delete":
+        verb = "deletecollection"
+    return RequestInfo(
+        verb=verb,
+        path=path,
+        is_resource_request=True,
+        api_prefix=prefix,
+        api_group=group,
+        api_version=version,
+        namespace=namespace,
+        resource=resource,
+        subresource=subresource,
+        name=name,
+    )
