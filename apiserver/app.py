@@ -9,10 +9,12 @@ from aiohttp import web
 
 from apiserver import __version__
 from apiserver.auth.authn import AuthenticatorChain
+from apiserver.auth.chain import Authorization, AuthorizationConfig, build_authorization, event_writer
+from apiserver.auth.webhook import WEBHOOK_PATH
 from apiserver.config import Settings
 from apiserver.discovery import Discovery
 from apiserver.http.handlers import ApiHandler
-from apiserver.http.middleware import MAX_BODY_BYTES, authentication, status_errors
+from apiserver.http.middleware import MAX_BODY_BYTES, authentication, authorization, status_errors
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.responses import NO_CACHE, object_response
 from apiserver.openapi import OpenAPIService
@@ -22,6 +24,7 @@ from apiserver.storage.interface import Storage, StorageError
 
 KUBERNETES_MINOR = "33"
 STORAGE_KEY = web.AppKey("storage", Storage)
+AUTHORIZATION_KEY = web.AppKey("authorization", Authorization)
 
 
 def version_info() -> dict[str, str]:
@@ -53,12 +56,26 @@ def build_stores(settings: Settings, storage: Storage) -> list[ResourceStore]:
     return stores
 
 
-def build_app(settings: Settings, storage: Storage, authenticator: AuthenticatorChain) -> web.Application:
+def build_app(
+    settings: Settings,
+    storage: Storage,
+    authenticator: AuthenticatorChain,
+    authorization_config: AuthorizationConfig | None = None,
+) -> web.Application:
+    stores = build_stores(settings, storage)
+    by_plural = {store.kind.plural: store for store in stores}
+    authz = build_authorization(
+        authorization_config or AuthorizationConfig(),
+        role_bindings=by_plural["rolebindings"],
+        write_event=event_writer(by_plural["events"]),
+    )
+    by_plural["rolebindings"].admission = authz.admit_role_binding
     app = web.Application(
-        client_max_size=MAX_BODY_BYTES, middlewares=[status_errors, authentication(authenticator)]
+        client_max_size=MAX_BODY_BYTES,
+        middlewares=[status_errors, authentication(authenticator), authorization(authz.authorizer)],
     )
     app[STORAGE_KEY] = storage
-    stores = build_stores(settings, storage)
+    app[AUTHORIZATION_KEY] = authz
     api = ApiHandler(stores, Discovery(tuple(KINDS)), settings.min_request_timeout)
 
     async def version(request: web.Request) -> web.StreamResponse:
@@ -70,6 +87,8 @@ def build_app(settings: Settings, storage: Storage, authenticator: Authenticator
     async def health(request: web.Request) -> web.StreamResponse:
         check = request.path.strip("/")
         checks = {"ping": True, "storage": True}
+        if check.startswith("readyz"):
+            checks["authorization"] = authz.ready
         if check.startswith("readyz") or check.startswith("healthz"):
             try:
                 await storage.current_revision()
@@ -121,6 +140,17 @@ def build_app(settings: Settings, storage: Storage, authenticator: Authenticator
     async def on_cleanup(_app: web.Application) -> None:
         await storage.close()
 
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        return web.Response(
+            text=authz.recorder.metrics_text(),
+            content_type="text/plain",
+            headers={"Cache-Control": NO_CACHE},
+        )
+
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
     app.on_startup.append(on_startup)
+    app.on_startup.append(authz.on_startup)  # after the storage started
+    app.on_cleanup.append(authz.on_cleanup)  # before the storage closes
     app.on_cleanup.append(on_cleanup)
     return app

@@ -23,9 +23,11 @@ from apiserver.auth.authn import (
     TokenAuthenticator,
     X509Authenticator,
 )
-from apiserver.auth.authz import Authorizer, PrivilegedGroups
+from apiserver.auth.authz import Authorizer
+from apiserver.auth.chain import AuthorizationConfig
 from apiserver.auth.delegated import (
     ClusterClient,
+    ClusterConnection,
     ExtensionAuthenticationFiles,
     SubjectAccessReviewAuthorizer,
     TokenReviewAuthenticator,
@@ -34,7 +36,7 @@ from apiserver.auth.delegated import (
 )
 from apiserver.auth.user import UserInfo
 from apiserver.config import Settings, default_data_dir
-from apiserver.http.middleware import audit_log, authorization
+from apiserver.http.middleware import audit_log
 from apiserver.storage.interface import Storage
 
 log = logging.getLogger("coreio")
@@ -98,6 +100,23 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         " (CAs and header names not given as flags are read from it)",
     )
     parser.add_argument("--authorization-kubeconfig", default="", help="kubeconfig for SubjectAccessReviews")
+    parser.add_argument(
+        "--authorization-mode",
+        default="RBAC",
+        choices=["RBAC", "AlwaysAllow"],
+        help="RBAC over the stored RoleBindings (default), or allow every authenticated request",
+    )
+    parser.add_argument(
+        "--authorization-roles-file",
+        default="",
+        help="standalone: Roles and ClusterRoles (YAML or JSON) besides the default ClusterRoles",
+    )
+    parser.add_argument(
+        "--authorize-endpoint-users", default="", help="comma-separated users who may call /authorize"
+    )
+    parser.add_argument(
+        "--authorize-endpoint-groups", default="", help="comma-separated groups who may call /authorize"
+    )
     parser.add_argument("--authentication-token-webhook-cache-ttl", type=float, default=10.0)
     parser.add_argument("--authorization-webhook-cache-ttl", type=float, default=10.0)
     parser.add_argument(
@@ -135,6 +154,10 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         kubeconfig=args.kubeconfig,
         authentication_kubeconfig=args.authentication_kubeconfig,
         authorization_kubeconfig=args.authorization_kubeconfig,
+        authorization_mode=args.authorization_mode,
+        authorization_roles_file=args.authorization_roles_file,
+        authorize_endpoint_users=_comma_list(args.authorize_endpoint_users),
+        authorize_endpoint_groups=_comma_list(args.authorize_endpoint_groups),
         authentication_cache_ttl=args.authentication_token_webhook_cache_ttl,
         authorization_cache_ttl=args.authorization_webhook_cache_ttl,
         event_ttl_seconds=args.event_ttl,
@@ -193,7 +216,9 @@ def request_header_config(settings: Settings, ca_file: Path) -> RequestHeaderCon
 
 def configure_audit_log(path: str) -> None:
     """Send the audit logger's records (one JSON line each) to `path`; nothing when empty."""
+    audit_log.propagate = False
     if not path:
+        audit_log.disabled = True
         return
     handler: logging.Handler
     handler = (
@@ -211,7 +236,9 @@ class Security:
 
     authenticators: list[Authenticator]
     trusted_cas: list[Path]
-    authorizer: Authorizer | None = None
+    # The cluster's SubjectAccessReview authorizer, and the cluster whose Roles are watched.
+    delegate: Authorizer | None = None
+    cluster: ClusterConnection | None = None
     clients: list[ClusterClient] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -277,10 +304,9 @@ async def configure_security(
         else:
             client = ClusterClient(load_kubeconfig(Path(authz_kubeconfig)))
             security.clients.append(client)
-        security.authorizer = PrivilegedGroups(
-            SubjectAccessReviewAuthorizer(
-                client, allow_ttl=settings.authorization_cache_ttl, deny_ttl=settings.authorization_cache_ttl
-            )
+        security.cluster = load_kubeconfig(Path(authz_kubeconfig))
+        security.delegate = SubjectAccessReviewAuthorizer(
+            client, allow_ttl=settings.authorization_cache_ttl, deny_ttl=settings.authorization_cache_ttl
         )
     return security
 
@@ -308,11 +334,15 @@ async def serve(settings: Settings) -> None:
     serving = pki.ServingCertificate(cert_file, key_file, security.trusted_cas or None)
     storage, storage_desc = open_storage(settings)
     configure_audit_log(settings.audit_log_path)
-    app = build_app(settings, storage, AuthenticatorChain(security.authenticators))
-    if security.authorizer is not None:
-        # Innermost, after authentication (build_app's middlewares); without an authorizer every
-        # authenticated user may do anything, the standalone default.
-        app.middlewares.append(authorization(security.authorizer))
+    authorization = AuthorizationConfig(
+        mode=settings.authorization_mode,
+        roles_file=Path(settings.authorization_roles_file) if settings.authorization_roles_file else None,
+        cluster=security.cluster,
+        delegate=security.delegate,
+        webhook_users=tuple(settings.authorize_endpoint_users),
+        webhook_groups=tuple(settings.authorize_endpoint_groups),
+    )
+    app = build_app(settings, storage, AuthenticatorChain(security.authenticators), authorization)
     app.on_cleanup.append(security.close)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5)
     await runner.setup()

@@ -46,6 +46,13 @@ class Settings:
     authorization_cache_ttl: float = 10.0
     # One audit.k8s.io/v1 Event (level Metadata) a request, as JSON lines; "-" for stdout.
     audit_log_path: str = ""
+    # RBAC over the stored RoleBindings (the default) or AlwaysAllow.
+    authorization_mode: str = "RBAC"
+    # Standalone: Roles and ClusterRoles (YAML/JSON) on top of the default ClusterRoles.
+    authorization_roles_file: str = ""
+    # Who besides system:masters may call the SubjectAccessReview webhook endpoint.
+    authorize_endpoint_users: list[str] = field(default_factory=list)
+    authorize_endpoint_groups: list[str] = field(default_factory=list)
     # How long Events live (kube-apiserver's --event-ttl).
     event_ttl_seconds: int = 3600
     # Watches without timeoutSeconds end after a random time in [min, 2*min) (kube-apiserver's

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apiserver import errors
+from apiserver.auth.user import UserInfo
 from apiserver.errors import FieldError
 from apiserver.selectors import FieldSelector, LabelSelector
 
@@ -128,6 +129,8 @@ class WriteOptions:
     force: bool = False
     # The request's User-Agent: whom managedFields name when no fieldManager is given.
     user_agent: str = ""
+    # Who asks (admission checks such as the RoleBinding escalation guard need it).
+    user: UserInfo | None = None
 
 
 @dataclass

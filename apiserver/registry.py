@@ -14,11 +14,12 @@ import copy
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from apiserver import continue_token, errors, managedfields, objectmeta
+from apiserver.auth.user import UserInfo
 from apiserver.errors import GroupResource, StatusError
 from apiserver.managedfields import FieldManager
 from apiserver.options import (
@@ -83,6 +84,10 @@ class DeleteResult:
     obj: JSON
     # False when finalizers hold the object: it now carries deletionTimestamp and lives on.
     deleted: bool
+
+
+# (user, namespace, object to store, stored object or None) -> raises to refuse the write.
+Admission = Callable[[UserInfo | None, str, JSON, JSON | None], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -153,11 +158,14 @@ class ResourceStore:
         *,
         ttl_seconds: int = 0,
         bookmark_interval: float = 60.0,
+        admission: Admission | None = None,
     ) -> None:
         self.kind = kind
         self.storage = storage
         self.ttl_seconds = ttl_seconds
         self.bookmark_interval = bookmark_interval
+        # Checks a write may fail on before validation (the RoleBinding escalation guard).
+        self.admission = admission
         self.gr = GroupResource(kind.group, kind.plural)
         self.field_manager = FieldManager(kind)
         self._root = f"/registry/{kind.group}/{kind.plural}/"
@@ -351,6 +359,8 @@ class ResourceStore:
         obj = self.field_manager.update(
             self.field_manager.empty_object(), obj, _manager(opts), reset=managedfields.requests_reset(raw)
         )
+        if self.admission is not None:
+            await self.admission(opts.user, namespace, obj, None)
         generate = not meta.get("name") and bool(meta.get("generateName"))
         for _attempt in range(MAX_GENERATE_NAME_ATTEMPTS if generate else 1):
             candidate = copy.deepcopy(obj)
@@ -544,6 +554,8 @@ class ResourceStore:
                 raise errors.modified_conflict_error(self.gr, name)
             strict = bool(precondition)
             self._prepare_update(new, old)
+            if self.admission is not None:
+                await self.admission(opts.user, namespace, new, old)
             self._validate(new, self.kind.validate_update(new, old))
             managedfields.restore_unchanged_times(new, old)
             if self._same_content(new, old):
@@ -590,6 +602,8 @@ class ResourceStore:
         self, namespace: str, obj: JSON, opts: WriteOptions, warnings: Strings
     ) -> WriteResult | None:
         """PUT of an absent object creates it; None when someone else created it meanwhile."""
+        if self.admission is not None:
+            await self.admission(opts.user, namespace, obj, None)
         self._prepare_create(obj)
         self._validate(obj, self.kind.validate(obj))
         if opts.dry_run:

@@ -181,6 +181,7 @@ class ApiHandler:
 
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
+        opts.user = request.get("user")
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
         result = await route.store.create(_ns(route), parsed.value, opts)
@@ -188,6 +189,7 @@ class ApiHandler:
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
+        opts.user = request.get("user")
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         assert route.name is not None
         warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
@@ -214,6 +216,7 @@ class ApiHandler:
             apply=media == codec.APPLY_PATCH_TYPE,
             user_agent=_user_agent(request),
         )
+        opts.user = request.get("user")
         assert route.name is not None
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)

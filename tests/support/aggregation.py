@@ -80,7 +80,8 @@ class AggregatedCoreio:
         return self.data_dir / "cluster.kubeconfig"
 
     def delegation_manifests(self) -> list[dict[str, Any]]:
-        """coreio's identity in the cluster and the two roles delegation needs."""
+        """coreio's identity in the cluster, the two roles delegation needs and read access to the
+        cluster's Roles and ClusterRoles for its RBAC authorizer."""
         subject = [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
         return [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -97,6 +98,30 @@ class AggregatedCoreio:
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "ClusterRole",
                     "name": "system:auth-delegator",
+                },
+                "subjects": subject,
+            },
+            # coreio's RBAC authorizer watches the cluster's Roles and ClusterRoles.
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "coreio:role-reader"},
+                "rules": [
+                    {
+                        "apiGroups": ["rbac.authorization.k8s.io"],
+                        "resources": ["roles", "clusterroles"],
+                        "verbs": ["get", "list", "watch"],
+                    }
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "coreio:role-reader"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "coreio:role-reader",
                 },
                 "subjects": subject,
             },
