@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from apiserver.gofmt import go_json
+
 JSON = dict[str, Any]
 
 _FIELD, _KEY, _VALUE, _INDEX = 0, 1, 2, 3
@@ -54,15 +56,6 @@ def values_equal(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and bool(a == b)
-
-
-def go_json(value: Any) -> str:
-    """Compact JSON as Go's encoders write it: sorted object keys, `<`, `>`, `&`, U+2028 and U+2029
-    escaped."""
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escape)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _go_to_string(value: Any) -> str:

@@ -26,7 +26,8 @@ from typing import Any
 
 from apiserver import errors, objectmeta
 from apiserver.errors import StatusError
-from apiserver.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, go_json, path_string, values_equal
+from apiserver.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, path_string, values_equal
+from apiserver.gofmt import go_json
 from apiserver.resources.base import ResourceKind
 from apiserver.resources.schema import decode_object, parse_rfc3339
 from apiserver.structure import (

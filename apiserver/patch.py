@@ -24,13 +24,11 @@ so does this server, in `managedfields` (over `structure` and `fieldpath`), not 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
 from typing import Any, Literal
 
-from apiserver import errors
+from apiserver import errors, gofmt
 
 JSON = dict[str, Any]
 
@@ -48,74 +46,6 @@ STRICT_VALIDATIONS = ("Strict", "Warn")
 # Go formatting, for messages that quote values the way upstream's fmt does.
 
 
-def _go_float(value: float) -> str:
-    """fmt's %v of a float64: shortest digits, exponent form below 1e-4 and from 1e6."""
-    if value == 0:
-        return "-0" if str(value).startswith("-") else "0"
-    sign = "-" if value < 0 else ""
-    digits_tuple = Decimal(repr(abs(value))).normalize().as_tuple()
-    digits = "".join(str(d) for d in digits_tuple.digits)
-    point = len(digits) + int(digits_tuple.exponent)
-    exp = point - 1
-    if exp < -4 or exp >= 6:
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{mantissa}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{sign}0.{'0' * -point}{digits}"
-    if point >= len(digits):
-        return sign + digits + "0" * (point - len(digits))
-    return f"{sign}{digits[:point]}.{digits[point:]}"
-
-
-def _go_v(value: Any) -> str:
-    """fmt's %v of a decoded JSON value (maps print with sorted keys, strings unquoted)."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _go_float(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "[" + " ".join(_go_v(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
-    return str(value)
-
-
-def _go_type(value: Any) -> str:
-    """The Go type a decoded JSON value has (reflect.TypeOf(...).String())."""
-    if isinstance(value, dict):
-        return "map[string]interface {}"
-    if isinstance(value, list):
-        return "[]interface {}"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    return "%!s(<nil>)"
-
-
-def _go_s(value: Any) -> str:
-    """fmt's %s of a decoded JSON value: strings as they are, anything else flagged as Go does."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "%!s(<nil>)"
-    if isinstance(value, list):
-        return "[" + " ".join(_go_s(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_s(value[k])}" for k in sorted(value)) + "]"
-    return f"%!s({_go_type(value)}={_go_v(value)})"
-
-
 def _json_kind(value: Any) -> str:
     """How encoding/json names a JSON value in an UnmarshalTypeError."""
     if isinstance(value, dict):
@@ -127,14 +57,6 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     return "number"
-
-
-def _go_json(value: Any) -> str:
-    """encoding/json's compact output (sorted keys, HTML-safe escapes)."""
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escape)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -174,7 +96,7 @@ def _not_an_object(result: Any) -> errors.StatusError:
         "couldn't get version/kind; json parse error: "
         f"json: cannot unmarshal {_json_kind(result)} into Go value of type {_FIND_KIND_TYPE}"
     )
-    body = f"Invalid value: {errors.go_quote(_go_json(result))}: {decode_error}"
+    body = f"Invalid value: {errors.go_quote(gofmt.go_json(result))}: {decode_error}"
     cause = {"reason": "FieldValueInvalid", "message": body, "field": "patch"}
     return errors.StatusError(422, "Invalid", f' "" is invalid: patch: {body}', {"causes": [cause]})
 
@@ -493,7 +415,7 @@ class _JSONPatcher:
                 f"copy operation does not apply: doc is missing destination path: {path}: {_MISSING_VALUE}"
             )
         if value is not None:
-            self.copied += len(_go_json(value).encode())
+            self.copied += len(gofmt.go_json(value).encode())
         if self.max_copy_bytes > 0 and self.copied > self.max_copy_bytes:
             raise _OperationError(
                 "Unable to complete the copy, the accumulated size increase of copy is "
@@ -670,17 +592,17 @@ class _PatchError(Exception):
 
 
 def _bad_arg_type(expected: str, actual: Any) -> _PatchError:
-    return _PatchError(f"expected a {expected}, but received a {_go_type(actual)}")
+    return _PatchError(f"expected a {expected}, but received a {gofmt.go_type(actual)}")
 
 
 def _no_merge_key(item: JSON, merge_key: str) -> _PatchError:
-    return _PatchError(f"map: {_go_v(item)} does not contain declared merge key: {merge_key}")
+    return _PatchError(f"map: {gofmt.go_v(item)} does not contain declared merge key: {merge_key}")
 
 
 def _hashable(value: Any) -> tuple[type, Any]:
     """A key that, like Go's interface{} map keys, tells values of different types apart."""
     if isinstance(value, dict | list):
-        raise _PatchError(f"runtime error: hash of unhashable type {_go_type(value)}")
+        raise _PatchError(f"runtime error: hash of unhashable type {gofmt.go_type(value)}")
     return type(value), value
 
 
@@ -744,7 +666,7 @@ class _StrategicMerge:
                 return patch
             if directive == "delete":
                 return {}
-            raise _PatchError(f"unknown patch type: {_go_s(directive)} in map: {_go_v(patch)}")
+            raise _PatchError(f"unknown patch type: {gofmt.go_s(directive)} in map: {gofmt.go_v(patch)}")
         if original is None:
             original = {}
         self._retain_keys(original, patch)
@@ -895,15 +817,15 @@ def _check_order(patch_list: list[Any], order: list[Any], merge_key: str) -> Non
         j += 1
     if i < len(items) and j >= len(order):
         raise _PatchError(
-            f"The order in patch list:\n{_go_v(patch_list)}\n doesn't match "
-            f"{_SET_ELEMENT_ORDER} list:\n{_go_v(order)}\n"
+            f"The order in patch list:\n{gofmt.go_v(patch_list)}\n doesn't match "
+            f"{_SET_ELEMENT_ORDER} list:\n{gofmt.go_v(order)}\n"
         )
 
 
 def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
     if not merge_key:
         if isinstance(left, dict | list) or isinstance(right, dict | list):
-            raise _PatchError(f"runtime error: comparing uncomparable type {_go_type(left)}")
+            raise _PatchError(f"runtime error: comparing uncomparable type {gofmt.go_type(left)}")
         return _same(left, right)
     for item in (left, right):
         if not isinstance(item, dict):
@@ -923,7 +845,7 @@ def _element_kind(*lists: list[Any]) -> str:
                     raise _PatchError(_NO_LIST_OF_LISTS, unprocessable=True)
                 first = type(item)
             elif type(item) is not first:
-                raise _PatchError(f"list element types are not identical: {_go_v(list(lists))}")
+                raise _PatchError(f"list element types are not identical: {gofmt.go_v(list(lists))}")
     if first is None:
         raise _PatchError("no elements in any of the given slices")
     return "map" if first is dict else "scalar"
@@ -977,7 +899,7 @@ def _apply_list_directives(
         elif directive == "merge":
             raise _PatchError("merging lists cannot yet be specified in the patch")
         else:
-            raise _PatchError(f"unknown patch type: {_go_s(directive)} in map: {_go_v(item)}")
+            raise _PatchError(f"unknown patch type: {gofmt.go_s(directive)} in map: {gofmt.go_v(item)}")
     if replace:
         return plain, []
     return original, plain

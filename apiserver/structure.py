@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from apiserver import gofmt
 from apiserver.fieldpath import FieldSet, Path, PathElement, values_equal
 from apiserver.resources.schema import (
     FieldSpec,
@@ -138,54 +139,9 @@ def _child(node: MapNode, name: str) -> Node | None:
 # ----------------------------------------------------------------------------- Go renderings
 
 
-def _go_v(value: Any) -> str:
-    """fmt's %v of a decoded JSON value."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "[" + " ".join(_go_v(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
-    return str(value)
-
-
-def _go_sharp_v(value: Any) -> str:
-    """fmt's %#v of a decoded JSON value held in an interface{}."""
-    if value is None:
-        return "interface {}(nil)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[]interface {}{" + ", ".join(_go_sharp_v(v) for v in value) + "}"
-    if isinstance(value, dict):
-        shown = ", ".join(f"{_go_sharp_v(k)}:{_go_sharp_v(value[k])}" for k in sorted(value))
-        return "map[string]interface {}{" + shown + "}"
-    return str(value)
-
-
-def _go_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "[]interface {}"
-    return "map[string]interface {}"
-
-
 def _shown(value: Any) -> str:
     """How upstream prints a value.Value with %v (a pointer to a struct)."""
-    return "&{" + _go_v(value) + "}"
+    return "&{" + gofmt.go_v(value) + "}"
 
 
 # ----------------------------------------------------------------------------- list items
@@ -275,9 +231,9 @@ def _validate(node: Node, value: Any) -> list[tuple[str, str]]:
 
 def _scalar_errors(node: ScalarNode, value: Any) -> list[tuple[str, str]]:
     if node.type == "string" and not isinstance(value, str):
-        return [("", f"expected string, got &value.valueUnstructured{{Value:{_go_sharp_v(value)}}}")]
+        return [("", f"expected string, got &value.valueUnstructured{{Value:{gofmt.go_sharp_v(value)}}}")]
     if node.type == "numeric" and (isinstance(value, bool) or not isinstance(value, int | float)):
-        return [("", f"expected numeric (int or float), got {_go_type(value)}")]
+        return [("", f"expected numeric (int or float), got {gofmt.go_type(value)}")]
     if node.type == "boolean" and not isinstance(value, bool):
         return [("", f"expected boolean, got {_shown(value)}")]
     return []

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from apiserver.errors import StatusError
+from apiserver.gofmt import go_float
 from apiserver.patch import (
     EVENT_PATCH_SCHEMA,
     MAX_JSON_PATCH_OPERATIONS,
@@ -18,7 +19,6 @@ from apiserver.patch import (
     ROLE_BINDING_PATCH_SCHEMA,
     PatchSchema,
     PatchStrategy,
-    _go_float,
     _go_stable_sort,
     apply_json_patch,
     apply_merge_patch,
@@ -1081,4 +1081,4 @@ def test_go_stable_sort_with_upstreams_comparator_for_absent_items() -> None:
     ],
 )
 def test_go_float_formatting(value: float, text: str) -> None:
-    assert _go_float(value) == text
+    assert go_float(value) == text

@@ -1,0 +1,100 @@
+"""How Go's fmt and encoding/json print decoded JSON values, for error messages that quote values
+exactly as upstream does (%v, %s, %#v, reflect type names, compact JSON)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+
+def go_float(value: float) -> str:
+    """fmt's %v of a float64: shortest digits, exponent form below 1e-4 and from 1e6."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    sign = "-" if value < 0 else ""
+    digits_tuple = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(str(d) for d in digits_tuple.digits)
+    point = len(digits) + int(digits_tuple.exponent)
+    exp = point - 1
+    if exp < -4 or exp >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
+
+
+def go_v(value: Any) -> str:
+    """fmt's %v of a decoded JSON value (maps print with sorted keys, strings unquoted)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + " ".join(go_v(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_v(value[k])}" for k in sorted(value)) + "]"
+    return str(value)
+
+
+def go_type(value: Any) -> str:
+    """The Go type a decoded JSON value has (reflect.TypeOf(...).String())."""
+    if isinstance(value, dict):
+        return "map[string]interface {}"
+    if isinstance(value, list):
+        return "[]interface {}"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    return "%!s(<nil>)"
+
+
+def go_s(value: Any) -> str:
+    """fmt's %s of a decoded JSON value: strings as they are, anything else flagged as Go does."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "%!s(<nil>)"
+    if isinstance(value, list):
+        return "[" + " ".join(go_s(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_s(value[k])}" for k in sorted(value)) + "]"
+    return f"%!s({go_type(value)}={go_v(value)})"
+
+
+def go_sharp_v(value: Any) -> str:
+    """fmt's %#v of a decoded JSON value held in an interface{}."""
+    if value is None:
+        return "interface {}(nil)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(go_sharp_v(v) for v in value) + "}"
+    if isinstance(value, dict):
+        shown = ", ".join(f"{go_sharp_v(k)}:{go_sharp_v(value[k])}" for k in sorted(value))
+        return "map[string]interface {}{" + shown + "}"
+    return str(value)
+
+
+def go_json(value: Any) -> str:
+    """encoding/json's compact output (sorted keys, HTML-safe escapes)."""
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escape)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
