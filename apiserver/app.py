@@ -14,9 +14,11 @@ from apiserver.auth.webhook import WEBHOOK_PATH
 from apiserver.config import Settings
 from apiserver.discovery import Discovery
 from apiserver.http.handlers import ApiHandler
+from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import MAX_BODY_BYTES, authentication, authorization, status_errors
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.responses import NO_CACHE, object_response
+from apiserver.http.watchstream import SEND_TIMEOUT_KEY
 from apiserver.openapi import OpenAPIService
 from apiserver.registry import ResourceStore
 from apiserver.resources import KINDS
@@ -70,10 +72,20 @@ def build_app(
         write_event=event_writer(by_plural["events"]),
     )
     by_plural["rolebindings"].admission = authz.admit_role_binding
+    in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
-        middlewares=[status_errors, authentication(authenticator), authorization(authz.authorizer)],
+        # In upstream's order (DefaultBuildHandlerChain): the request deadline outside
+        # authentication, the in-flight limit between authentication and authorization.
+        middlewares=[
+            status_errors,
+            request_timeout(settings.request_timeout),
+            authentication(authenticator),
+            in_flight.middleware,
+            authorization(authz.authorizer),
+        ],
     )
+    app[SEND_TIMEOUT_KEY] = settings.request_timeout
     app[STORAGE_KEY] = storage
     app[AUTHORIZATION_KEY] = authz
     api = ApiHandler(stores, Discovery(tuple(KINDS)), settings.min_request_timeout)
@@ -142,7 +154,7 @@ def build_app(
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         return web.Response(
-            text=authz.recorder.metrics_text(),
+            text=authz.recorder.metrics_text() + in_flight.metrics_text(),
             content_type="text/plain",
             headers={"Cache-Control": NO_CACHE},
         )

@@ -36,10 +36,12 @@ from apiserver.auth.delegated import (
 )
 from apiserver.auth.user import UserInfo
 from apiserver.config import Settings, default_data_dir
+from apiserver.http.limits import QuietMalformedRequests, parse_go_duration
 from apiserver.http.middleware import audit_log
 from apiserver.storage.interface import Storage
 
 log = logging.getLogger("coreio")
+MAX_REQUEST_LINE_BYTES = 1 << 20
 
 
 def parse_args(argv: list[str] | None = None) -> Settings:
@@ -118,6 +120,13 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         "--authorize-endpoint-groups", default="", help="comma-separated groups who may call /authorize"
     )
     parser.add_argument("--authentication-token-webhook-cache-ttl", type=float, default=10.0)
+    parser.add_argument(
+        "--extension-authentication-refresh-interval",
+        type=float,
+        default=60.0,
+        help="seconds between re-reads of kube-system/extension-apiserver-authentication (CAs, front-proxy"
+        " header and allowed names), when they come from the cluster",
+    )
     parser.add_argument("--authorization-webhook-cache-ttl", type=float, default=10.0)
     parser.add_argument(
         "--audit-log-path",
@@ -128,9 +137,30 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--min-request-timeout", type=float, default=1800.0)
     parser.add_argument("--watch-bookmark-interval", type=float, default=60.0)
     parser.add_argument(
+        "--max-requests-inflight",
+        type=int,
+        default=400,
+        help="most read-only requests served at once, watches aside (0: no limit); more get 429",
+    )
+    parser.add_argument(
+        "--max-mutating-requests-inflight",
+        type=int,
+        default=200,
+        help="most mutating requests served at once (0: no limit); more get 429",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_duration,
+        default=60.0,
+        help="seconds (or a Go duration, 1m0s) before a request other than a watch is answered 504;"
+        " idle or slow connections and stalled watches are closed after it too (0: no limit)",
+    )
+    parser.add_argument(
         "--compaction-interval", type=float, default=300.0, help="seconds between compactions (0: never)"
     )
     args = parser.parse_args(argv)
+    if args.extension_authentication_refresh_interval <= 0:
+        parser.error("--extension-authentication-refresh-interval must be positive")
     return Settings(
         data_dir=args.data_dir,
         bind_address=args.bind_address,
@@ -159,12 +189,30 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         authorize_endpoint_users=_comma_list(args.authorize_endpoint_users),
         authorize_endpoint_groups=_comma_list(args.authorize_endpoint_groups),
         authentication_cache_ttl=args.authentication_token_webhook_cache_ttl,
+        extension_authentication_refresh_interval=args.extension_authentication_refresh_interval,
         authorization_cache_ttl=args.authorization_webhook_cache_ttl,
         event_ttl_seconds=args.event_ttl,
         min_request_timeout=args.min_request_timeout,
         watch_bookmark_interval=args.watch_bookmark_interval,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        request_timeout=args.request_timeout,
         compaction_interval=args.compaction_interval,
     )
+
+
+def _duration(value: str) -> float:
+    """Seconds: a number, or a Go duration as kube-apiserver's flag takes it (`1m0s`)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return seconds
 
 
 def _comma_list(value: str) -> list[str]:
@@ -258,6 +306,8 @@ async def configure_security(
     security = Security(authenticators=[], trusted_cas=[])
     client_cas = list(client_cas)
     requestheader: RequestHeaderConfig | None = None
+    # Set when the front-proxy settings come from the cluster's ConfigMap (and follow its changes).
+    published_source: ExtensionAuthenticationFiles | None = None
     if settings.client_ca_file:
         client_cas.append(Path(settings.client_ca_file))
     if settings.requestheader_client_ca_file:
@@ -275,17 +325,13 @@ async def configure_security(
             if not settings.client_ca_file and published.client_ca.strip():
                 client_cas.append(published_files.client_ca_file)
             if requestheader is None and published.requestheader_client_ca.strip():
-                requestheader = RequestHeaderConfig(
-                    client_cas=pki.CABundle([published_files.requestheader_client_ca_file]),
-                    allowed_names=published.requestheader_allowed_names,
-                    username_headers=published.requestheader_username_headers,
-                    uid_headers=published.requestheader_uid_headers,
-                    group_headers=published.requestheader_group_headers,
-                    extra_headers_prefixes=published.requestheader_extra_headers_prefix,
-                )
+                requestheader = published_files.request_header_config(published)
+                published_source = published_files
             # CA rotations in the cluster reach the files, and from there the TLS context and
-            # the authenticators (both reload changed files).
-            security.tasks.append(asyncio.create_task(published_files.keep_fresh()))
+            # the X509 authenticator (both reload changed files); changed front-proxy settings
+            # reach the request-header authenticator (`follow`, below).
+            refresh = published_files.keep_fresh(settings.extension_authentication_refresh_interval)
+            security.tasks.append(asyncio.create_task(refresh))
 
     # The TLS layer accepts client certificates of both authorities; the authenticators tell them
     # apart (a front-proxy certificate is no user of its own, a client certificate asserts no
@@ -293,7 +339,10 @@ async def configure_security(
     security.trusted_cas = list(client_cas)
     if requestheader is not None:
         security.trusted_cas += list(requestheader.client_cas.files)
-        security.authenticators.append(RequestHeaderAuthenticator(requestheader))
+        front_proxy = RequestHeaderAuthenticator(requestheader)
+        if published_source is not None:
+            published_source.follow(front_proxy)
+        security.authenticators.append(front_proxy)
     security.authenticators += [X509Authenticator(pki.CABundle(client_cas)), TokenAuthenticator(tokens)]
     if token_review is not None:
         security.authenticators.append(token_review)
@@ -344,7 +393,21 @@ async def serve(settings: Settings) -> None:
     )
     app = build_app(settings, storage, AuthenticatorChain(security.authenticators), authorization)
     app.on_cleanup.append(security.close)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5)
+    # aiohttp's keep-alive timer also runs from a connection's start and ends a connection whose
+    # request has not fully arrived by then: with it, idle connections and slow-loris clients are
+    # closed after the request timeout (upstream: ReadHeaderTimeout 32 s, IdleTimeout 90 s).
+    # Request lines up to upstream's MaxHeaderBytes (1 MiB), for long label and field selectors.
+    # A client that goes away cancels its handler, as it cancels the request's context upstream:
+    # a watch whose client left ends at once instead of at its next event or its timeout.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        handler_cancellation=True,
+        shutdown_timeout=5,
+        keepalive_timeout=settings.request_timeout or 90.0,
+        max_line_size=MAX_REQUEST_LINE_BYTES,
+    )
     await runner.setup()
     site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=serving.context)
     await site.start()
@@ -366,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    logging.getLogger("aiohttp.server").addFilter(QuietMalformedRequests())
     settings = parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(settings))

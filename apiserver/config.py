@@ -43,6 +43,8 @@ class Settings:
     authentication_kubeconfig: str = ""
     authorization_kubeconfig: str = ""
     authentication_cache_ttl: float = 10.0
+    # Seconds between re-reads of kube-system/extension-apiserver-authentication (delegation).
+    extension_authentication_refresh_interval: float = 60.0
     authorization_cache_ttl: float = 10.0
     # One audit.k8s.io/v1 Event (level Metadata) a request, as JSON lines; "-" for stdout.
     audit_log_path: str = ""
@@ -59,6 +61,13 @@ class Settings:
     # --min-request-timeout).
     min_request_timeout: float = 1800.0
     watch_bookmark_interval: float = 60.0
+    # Overload protection, as kube-apiserver's flags of the same names: requests served at once
+    # (read-only and mutating; 0: unlimited; watches do not count), and how long any other request
+    # may take (0: no limit). Connections idle or slow to send a request, and watches whose client
+    # accepts nothing, are also closed after request_timeout.
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout: float = 60.0
     # How often history is compacted (kube-apiserver: every 5 minutes).
     compaction_interval: float = 300.0
 

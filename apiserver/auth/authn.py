@@ -82,29 +82,38 @@ class RequestHeaderAuthenticator:
     the request authenticates, or not, by its other credentials). The first non-empty username
     header wins; groups are every value of every group header; extra keys are the rest of a
     prefixed header's name, lowercased and percent-decoded.
+
+    `reconfigure` swaps the whole configuration (CAs, allowed names, header names) at once, e.g.
+    when kube-system/extension-apiserver-authentication changed; each request reads one
+    configuration, never a mix of the old and the new.
     """
 
     def __init__(self, config: RequestHeaderConfig) -> None:
         self.config = config
 
-    def _trusted(self, request: web.Request) -> bool:
+    def reconfigure(self, config: RequestHeaderConfig) -> None:
+        self.config = config
+
+    @staticmethod
+    def _trusted(config: RequestHeaderConfig, request: web.Request) -> bool:
         cert = peer_certificate(request)
-        if cert is None or not self.config.client_cas.issued(cert):
+        if cert is None or not config.client_cas.issued(cert):
             return False
-        if not self.config.allowed_names:
+        if not config.allowed_names:
             return True
         name, _ = pki.certificate_user(cert)
-        return name in self.config.allowed_names
+        return name in config.allowed_names
 
     async def authenticate(self, request: web.Request) -> UserInfo | None:
+        config = self.config
         headers = request.headers
-        name = next((v for h in self.config.username_headers if (v := headers.get(h, ""))), "")
-        if not name or not self._trusted(request):
+        name = next((v for h in config.username_headers if (v := headers.get(h, ""))), "")
+        if not name or not self._trusted(config, request):
             return None
-        uid = next((v for h in self.config.uid_headers if (v := headers.get(h, ""))), "")
-        groups = tuple(v for h in self.config.group_headers for v in headers.getall(h, ()) if v)
+        uid = next((v for h in config.uid_headers if (v := headers.get(h, ""))), "")
+        groups = tuple(v for h in config.group_headers for v in headers.getall(h, ()) if v)
         extra: dict[str, list[str]] = {}
-        for prefix in self.config.extra_headers_prefixes:
+        for prefix in config.extra_headers_prefixes:
             lowered = prefix.lower()
             for header, value in headers.items():
                 if header.lower().startswith(lowered) and len(header) > len(prefix):

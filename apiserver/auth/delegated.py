@@ -30,6 +30,7 @@ from aiohttp import web
 from cryptography import x509
 
 from apiserver import errors, pki
+from apiserver.auth.authn import RequestHeaderAuthenticator, RequestHeaderConfig
 from apiserver.auth.authz import ALLOW, Decision
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.auth.user import UserInfo
@@ -350,6 +351,17 @@ class ExtensionAuthentication:
     requestheader_group_headers: tuple[str, ...] = ()
     requestheader_extra_headers_prefix: tuple[str, ...] = ()
 
+    def request_header_part(self) -> tuple[object, ...]:
+        """What the front-proxy authenticator is configured from."""
+        return (
+            self.requestheader_client_ca,
+            self.requestheader_allowed_names,
+            self.requestheader_username_headers,
+            self.requestheader_uid_headers,
+            self.requestheader_group_headers,
+            self.requestheader_extra_headers_prefix,
+        )
+
     @classmethod
     def from_configmap(cls, configmap: JSON) -> ExtensionAuthentication:
         data = configmap.get("data") or {}
@@ -368,11 +380,16 @@ class ExtensionAuthentication:
 class ExtensionAuthenticationFiles:
     """Keeps the published CAs as files under `directory` (`client-ca.crt`,
     `requestheader-client-ca.crt`), where the TLS context and the authenticators reload them
-    from; `refresh` re-reads the ConfigMap and replaces a file only when its content changed."""
+    from; `refresh` re-reads the ConfigMap and replaces a file only when its content changed.
+
+    When what is published changed, `refresh` hands the new `ExtensionAuthentication` to each of
+    `on_change` (after the files are in place); `follow` uses that to keep a front-proxy
+    authenticator's header names, allowed names and CA current."""
 
     client: ClusterClient
     directory: Path
     current: ExtensionAuthentication = field(default_factory=ExtensionAuthentication)
+    on_change: list[Callable[[ExtensionAuthentication], None]] = field(default_factory=list)
 
     @property
     def client_ca_file(self) -> Path:
@@ -395,11 +412,57 @@ class ExtensionAuthenticationFiles:
             old = path.read_bytes() if path.exists() else None
             if pem != old:
                 pki.write_file_atomic(path, pem, 0o644)
+        changed = published != self.current
         self.current = published
+        if changed:
+            for callback in self.on_change:
+                try:
+                    callback(published)
+                except Exception:
+                    log.exception("applying a change of extension-apiserver-authentication failed")
         return published
 
+    def request_header_config(self, published: ExtensionAuthentication | None = None) -> RequestHeaderConfig:
+        """The front-proxy configuration `published` (default: the current one) describes. Its CA
+        bundle is a new one over the file, so it holds the CA written with these names; with no CA
+        published it trusts no front proxy at all."""
+        published = published or self.current
+        files = [self.requestheader_client_ca_file] if published.requestheader_client_ca.strip() else []
+        return RequestHeaderConfig(
+            client_cas=pki.CABundle(files),
+            allowed_names=published.requestheader_allowed_names,
+            username_headers=published.requestheader_username_headers,
+            uid_headers=published.requestheader_uid_headers,
+            group_headers=published.requestheader_group_headers,
+            extra_headers_prefixes=published.requestheader_extra_headers_prefix,
+        )
+
+    def follow(self, authenticator: RequestHeaderAuthenticator) -> None:
+        """Reconfigure `authenticator` whenever the published front-proxy settings change."""
+        applied = self.current.request_header_part()
+
+        def apply(published: ExtensionAuthentication) -> None:
+            nonlocal applied
+            part = published.request_header_part()
+            if part == applied:
+                return  # only the client CA changed (its file is reloaded where it is used)
+            config = self.request_header_config(published)
+            authenticator.reconfigure(config)
+            applied = part
+            log.info(
+                "front-proxy settings reloaded from extension-apiserver-authentication: username headers %s,"
+                " group headers %s, uid headers %s, extra prefixes %s, allowed names %s",
+                list(config.username_headers),
+                list(config.group_headers),
+                list(config.uid_headers),
+                list(config.extra_headers_prefixes),
+                list(config.allowed_names) or "(any)",
+            )
+
+        self.on_change.append(apply)
+
     async def keep_fresh(self, interval: float = 60.0) -> None:
-        """Refresh forever (run as a task); failures keep the last good files."""
+        """Refresh forever (run as a task); failures keep the last good files and settings."""
         while True:
             await asyncio.sleep(interval)
             try:

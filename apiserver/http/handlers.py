@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from apiserver import errors
+from apiserver import errors, formats
 from apiserver.discovery import Discovery, etag
 from apiserver.http import codec, query, table
 from apiserver.http.responses import (
@@ -142,6 +142,9 @@ class ApiHandler:
             if method == "DELETE":
                 return await self._delete_collection(request, route)
             raise errors.method_not_allowed()
+        if method not in ("GET", "HEAD", "PUT", "PATCH", "DELETE"):
+            raise errors.method_not_allowed()
+        _check_name(route.name)
         if method in ("GET", "HEAD"):
             fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
             obj = await route.store.get(_ns(route), route.name)
@@ -150,9 +153,7 @@ class ApiHandler:
             return await self._update(request, route)
         if method == "PATCH":
             return await self._patch(request, route)
-        if method == "DELETE":
-            return await self._delete(request, route)
-        raise errors.method_not_allowed()
+        return await self._delete(request, route)
 
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
@@ -282,6 +283,13 @@ class ApiHandler:
         list_opts = query.list_options(request.query, route.store.kind)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
         return object_response(request, result)
+
+
+def _check_name(name: str) -> None:
+    """As upstream's storage key functions: a name in the URL that cannot be one path segment of a
+    key (`..`, `a/b` from `a%2Fb`, `%`) is refused before anything is looked up."""
+    if problems := formats.is_valid_path_segment_name(name):
+        raise errors.bad_request(f"Name parameter invalid: {errors.go_quote(name)}: {';'.join(problems)}")
 
 
 def _user_agent(request: web.Request) -> str:

@@ -15,6 +15,12 @@ from aiohttp import web
 from apiserver.http.responses import NO_CACHE
 from apiserver.registry import WatchEventOut
 
+# Seconds a watch may wait for its client to accept more of the stream (0: forever). Memory stays
+# bounded either way: aiohttp waits for the transport to drain past its high-water mark, and the
+# storage ends a watch that falls too far behind (an ERROR 410 once the writer catches up). This
+# frees the connection, the buffered data and the storage watch of a client that stopped reading.
+SEND_TIMEOUT_KEY = web.AppKey("watch_send_timeout", float)
+
 
 def watch_timeout(requested: int | None, min_request_timeout: float) -> float:
     """timeoutSeconds when given, else a random time in [min, 2*min) so watchers spread out."""
@@ -37,12 +43,14 @@ async def stream_watch(
     )
     response.enable_chunked_encoding()
     await response.prepare(request)
+    send_timeout = request.config_dict.get(SEND_TIMEOUT_KEY, 0.0)
     try:
         async with asyncio.timeout(deadline):
             async for event in events:
                 obj = event.object if transform is None else transform(event.object)
                 line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":"))
-                await response.write(line.encode() + b"\n")
+                if not await _send(request, response, line.encode() + b"\n", send_timeout):
+                    break
                 if event.type == "ERROR":
                     break
     except TimeoutError:
@@ -57,3 +65,22 @@ async def stream_watch(
     with contextlib.suppress(ConnectionResetError):
         await response.write_eof()
     return response
+
+
+async def _send(request: web.Request, response: web.StreamResponse, data: bytes, patience: float) -> bool:
+    """Writes one event; False when the client accepted nothing for `patience` seconds and the
+    connection was cut (what it has not read is lost anyway: it resumes from its last event)."""
+    if patience <= 0:
+        await response.write(data)
+        return True
+    stall = asyncio.timeout(patience)
+    try:
+        async with stall:
+            await response.write(data)
+        return True
+    except TimeoutError:
+        if not stall.expired():
+            raise
+    if request.transport is not None:
+        request.transport.abort()
+    return False

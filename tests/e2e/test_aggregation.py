@@ -380,7 +380,15 @@ def _direct(
         status = response.status
     finally:
         connection.close()
-    (entry,) = [e for e in coreio.audit_events() if marker in e["requestURI"]]
+    # The audit line is written as the request completes, which may be just after the client has its
+    # answer (as upstream's buffered audit backends): wait for it briefly.
+    deadline = time.monotonic() + 5
+    while True:
+        entries = [e for e in coreio.audit_events() if marker in e["requestURI"]]
+        if entries or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    (entry,) = entries
     return status, entry["user"].get("username", "")
 
 

@@ -28,7 +28,7 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,23 @@ AVAILABLE_TIMEOUT = 120.0
 
 
 class AggregatedCoreio:
-    def __init__(self, plane: ControlPlane, data_dir: Path, *, delegated: bool = True) -> None:
+    """`extra_args` go to coreio after those of `args()`; `etcd_prefix` keeps a second instance's
+    data apart from the session's."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        data_dir: Path,
+        *,
+        delegated: bool = True,
+        extra_args: Sequence[str] = (),
+        etcd_prefix: str = "/coreio",
+    ) -> None:
         self.plane = plane
         self.data_dir = data_dir
         self.delegated = delegated
+        self.extra_args = list(extra_args)
+        self.etcd_prefix = etcd_prefix
         self.pki_dir = data_dir / "pki"
         self.server = ServerProcess(data_dir=data_dir, port=free_port(), extra_args=[])
         self.serving_ca: pki.KeyPair | None = None
@@ -144,7 +157,7 @@ class AggregatedCoreio:
             f"--tls-cert-file={self.pki_dir / 'serving.crt'}",
             f"--tls-private-key-file={self.pki_dir / 'serving.key'}",
             f"--etcd-servers={self.plane.etcd.client_url}",
-            "--etcd-prefix=/coreio",
+            f"--etcd-prefix={self.etcd_prefix}",
             f"--audit-log-path={self.audit_log}",
         ]
         if self.delegated:
@@ -173,7 +186,7 @@ class AggregatedCoreio:
             self.plane.apply(*self.delegation_manifests())
             token = self.plane.create_token(SERVICE, NAMESPACE, duration="24h", create=False)
             self.plane.user_kubeconfig(self.cluster_kubeconfig, token=token)
-        self.server.extra_args = self.args()
+        self.server.extra_args = [*self.args(), *self.extra_args]
         self.server.start()
 
     def stop(self) -> None:

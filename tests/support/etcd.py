@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -149,8 +150,18 @@ class EtcdProcess:
         except OSError:
             return ""
 
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): connections stay open, requests go unanswered."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
             self._process.terminate()
             try:
                 self._process.wait(timeout=10)
