@@ -14,7 +14,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,7 +312,7 @@ _DEV_ROLE: list[dict[str, Any]] = [
 
 
 def _audit(coreio: AggregatedCoreio, verb: str, path_part: str) -> list[dict[str, Any]]:
-    return [e for e in coreio.audit_events() if e["verb"] == verb and path_part in e["requestURI"]]
+    return _audit_entries(coreio, lambda e: e["verb"] == verb and path_part in e["requestURI"])
 
 
 def test_front_proxy_forwards_the_cluster_user(
@@ -380,16 +380,22 @@ def _direct(
         status = response.status
     finally:
         connection.close()
-    # The audit line is written as the request completes, which may be just after the client has its
-    # answer (as upstream's buffered audit backends): wait for it briefly.
+    (entry,) = _audit_entries(coreio, lambda e: marker in e["requestURI"])
+    return status, entry["user"].get("username", "")
+
+
+def _audit_entries(
+    coreio: AggregatedCoreio, wanted: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """The audit entries `wanted` selects. An audit line is written as its request completes, which
+    may be just after the client has its answer (as with upstream's buffered audit backends), so
+    this waits for them briefly."""
     deadline = time.monotonic() + 5
     while True:
-        entries = [e for e in coreio.audit_events() if marker in e["requestURI"]]
+        entries = [e for e in coreio.audit_events() if wanted(e)]
         if entries or time.monotonic() > deadline:
-            break
+            return entries
         time.sleep(0.02)
-    (entry,) = entries
-    return status, entry["user"].get("username", "")
 
 
 def test_front_proxy_headers_need_the_front_proxy_certificate(
@@ -481,11 +487,9 @@ def test_token_review_and_subject_access_review(
     status, body = _bearer(coreio, reader, "GET", collection)
     assert status == 200, body
     assert body["kind"] == "RoleBindingList"
-    (entry,) = [
-        e
-        for e in coreio.audit_events()
-        if e["requestURI"] == collection and e["responseStatus"]["code"] == 200
-    ]
+    (entry,) = _audit_entries(
+        coreio, lambda e: e["requestURI"] == collection and e["responseStatus"]["code"] == 200
+    )
     assert entry["user"]["username"] == f"system:serviceaccount:{ns}:reader"
     assert f"system:serviceaccounts:{ns}" in entry["user"]["groups"]
     assert entry["user"]["uid"]
