@@ -300,6 +300,11 @@ def service_unavailable(message: str) -> StatusError:
     return StatusError(503, "ServiceUnavailable", message)
 
 
+def storage_unavailable(exc: Exception) -> StatusError:
+    """The storage could not be reached: 503, whichever operation found out."""
+    return service_unavailable(f"storage is unavailable: {exc}")
+
+
 def internal_error(message: str) -> StatusError:
     return StatusError(
         500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}

@@ -129,10 +129,6 @@ def _too_large_rv(requested: int, current: int) -> StatusError:
     return err
 
 
-def _storage_unavailable(exc: Exception) -> StatusError:
-    return errors.service_unavailable(f"storage is unavailable: {exc}")
-
-
 def _manager(opts: WriteOptions) -> str:
     """Who a create, update or non-apply patch is tracked under."""
     return managedfields.manager_or_user_agent(opts.field_manager, opts.user_agent)
@@ -234,14 +230,8 @@ class ResourceStore:
 
     # ----------------------------------------------------------------- reads
 
-    async def _get_kv(self, key: str) -> KeyValue | None:
-        try:
-            return await self.storage.get(key)
-        except StorageUnavailableError as exc:
-            raise _storage_unavailable(exc) from exc
-
     async def get(self, namespace: str, name: str) -> JSON:
-        kv = await self._get_kv(self.key(namespace, name))
+        kv = await self.storage.get(self.key(namespace, name))
         if kv is None:
             raise errors.not_found_error(self.gr, name)
         return self._from_kv(kv)
@@ -270,8 +260,6 @@ class ResourceStore:
                 raise self._compacted_list_error(opts, prefix, start) from exc
             except FutureRevisionError as exc:
                 raise _too_large_rv(exc.requested, exc.current) from exc
-            except StorageUnavailableError as exc:
-                raise _storage_unavailable(exc) from exc
             list_revision = page.revision
             for index, kv in enumerate(page.items):
                 obj = self._from_kv(kv)
@@ -372,7 +360,7 @@ class ResourceStore:
             key = self.key(namespace, str(cmeta["name"]))
             if opts.dry_run:
                 # A dry run still fails where the real create would: on a name already taken.
-                if await self._get_kv(key) is not None:
+                if await self.storage.get(key) is not None:
                     raise errors.already_exists_error(self.gr, str(cmeta["name"]))
                 return WriteResult(candidate, created=True, warnings=warnings)
             try:
@@ -381,8 +369,6 @@ class ResourceStore:
                 if generate:
                     continue
                 raise errors.already_exists_error(self.gr, str(cmeta["name"])) from None
-            except StorageUnavailableError as exc:
-                raise _storage_unavailable(exc) from exc
             return WriteResult(self._from_kv(kv), created=True, warnings=warnings)
         raise errors.already_exists_error(self.gr, str(objectmeta.metadata(obj).get("name", "")))
 
@@ -515,7 +501,7 @@ class ResourceStore:
         """Reads, transforms with `make_new` and writes until the compare-and-swap holds. With
         `allow_create`, an absent object is made from the kind's empty object."""
         key = self.key(namespace, name)
-        kv = await self._get_kv(key)
+        kv = await self.storage.get(key)
         uid = uid_precondition
         for _attempt in range(MAX_UPDATE_ATTEMPTS):
             if uid:
@@ -593,8 +579,6 @@ class ResourceStore:
             except KeyNotFoundError:
                 kv = None
                 continue
-            except StorageUnavailableError as exc:
-                raise _storage_unavailable(exc) from exc
             return WriteResult(self._from_kv(stored), warnings=warnings)
         raise errors.conflict_error(self.gr, name, "too many concurrent updates; please try again")
 
@@ -613,8 +597,6 @@ class ResourceStore:
             kv = await self.storage.create(key, self._encode_for_storage(obj), ttl=self.ttl_seconds)
         except KeyExistsError:
             return None
-        except StorageUnavailableError as exc:
-            raise _storage_unavailable(exc) from exc
         return WriteResult(self._from_kv(kv), created=True, warnings=warnings)
 
     def _prepare_update(self, new: JSON, old: JSON) -> None:
@@ -647,10 +629,7 @@ class ResourceStore:
     async def delete(self, namespace: str, name: str, opts: DeleteOptions) -> DeleteResult:
         opts.validate()
         key = self.key(namespace, name)
-        try:
-            kv = await self.storage.get(key)
-        except StorageUnavailableError as exc:
-            raise _storage_unavailable(exc) from exc
+        kv = await self.storage.get(key)
         for _attempt in range(MAX_UPDATE_ATTEMPTS):
             if kv is None:
                 raise errors.not_found_error(self.gr, name)
@@ -692,8 +671,6 @@ class ResourceStore:
             except KeyNotFoundError:
                 kv = None
                 continue
-            except StorageUnavailableError as exc:
-                raise _storage_unavailable(exc) from exc
             return DeleteResult(self._from_kv(gone), deleted=True)
         raise errors.conflict_error(self.gr, name, "too many concurrent updates; please try again")
 
@@ -745,13 +722,13 @@ class ResourceStore:
         rv = opts.resource_version
         if opts.send_initial_events is False and rv in ("", "0"):
             # No initial events asked for, and no revision: changes from now on.
-            return self._stream(prefix, opts, await self._current_revision(), [], False)
+            return self._stream(prefix, opts, await self.storage.current_revision(), [], False)
         initial = opts.send_initial_events if opts.send_initial_events is not None else rv in ("", "0")
         if initial:
             # sendInitialEvents with NotOlderThan N: a snapshot at least as new as N, i.e. now.
             if rv not in ("", "0"):
                 requested = _parse_revision(rv)
-                current = await self._current_revision()
+                current = await self.storage.current_revision()
                 if requested > current:
                     raise _too_large_rv(requested, current)
             snapshot = await self.list(
@@ -760,12 +737,6 @@ class ResourceStore:
             after = int(snapshot["metadata"]["resourceVersion"])
             return self._stream(prefix, opts, after, snapshot["items"], bool(opts.send_initial_events))
         return self._stream(prefix, opts, _parse_revision(rv), [], False)
-
-    async def _current_revision(self) -> int:
-        try:
-            return await self.storage.current_revision()
-        except StorageUnavailableError as exc:
-            raise _storage_unavailable(exc) from exc
 
     async def _stream(
         self,
@@ -807,7 +778,7 @@ class ResourceStore:
                 "ERROR", errors.expired(f"watch fell behind; too old resource version: {last_sent}").status
             )
         except StorageUnavailableError as exc:
-            yield WatchEventOut("ERROR", _storage_unavailable(exc).status)
+            yield WatchEventOut("ERROR", errors.storage_unavailable(exc).status)
         finally:
             await events.aclose()  # type: ignore[attr-defined]
 

@@ -18,6 +18,7 @@ from apiserver.auth.authz import Authorizer, forbidden
 from apiserver.auth.requestinfo import request_info
 from apiserver.auth.user import UserInfo
 from apiserver.http.responses import status_response
+from apiserver.storage.interface import StorageUnavailableError
 
 log = logging.getLogger(__name__)
 # One audit.k8s.io/v1 Event a request (level Metadata) as a JSON line. Silent unless the command line
@@ -48,6 +49,9 @@ async def status_errors(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     except errors.StatusError as exc:
         return status_response(request, exc)
+    except StorageUnavailableError as exc:
+        # One mapping for every storage call of every operation.
+        return status_response(request, errors.storage_unavailable(exc))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
