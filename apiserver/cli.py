@@ -36,7 +36,8 @@ from apiserver.auth.delegated import (
 )
 from apiserver.auth.user import UserInfo
 from apiserver.config import Settings, default_data_dir
-from apiserver.http.limits import QuietMalformedRequests, parse_go_duration
+from apiserver.gofmt import parse_go_duration
+from apiserver.http.limits import QuietMalformedRequests
 from apiserver.http.middleware import audit_log
 from apiserver.storage.interface import Storage
 

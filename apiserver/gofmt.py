@@ -4,6 +4,7 @@ exactly as upstream does (%v, %s, %#v, reflect type names, compact JSON)."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -98,3 +99,51 @@ def go_json(value: Any) -> str:
     for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, escape)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _go_quote(value: str) -> str:
+    # %q of a string; errors.go_quote is the same, but errors sits above this module.
+    return json.dumps(value, ensure_ascii=False)
+
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "\u00b5s": 1e-6,
+    "\u03bcs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_COMPONENT = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]*)")
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go duration (`30s`, `1m0s`, `1.5h`, `-2ms`), with time.ParseDuration's errors."""
+    quoted = _go_quote(text)
+    rest = text
+    sign = 1.0
+    if rest[:1] in ("-", "+"):
+        sign = -1.0 if rest[0] == "-" else 1.0
+        rest = rest[1:]
+    if rest == "0":
+        return 0.0
+    if not rest:
+        raise ValueError(f"time: invalid duration {quoted}")
+    total = 0.0
+    while rest:
+        match = _COMPONENT.match(rest)
+        assert match is not None  # both groups may be empty
+        number, unit = match.groups()
+        if number in ("", "."):
+            raise ValueError(f"time: invalid duration {quoted}")
+        if not unit:
+            raise ValueError(f"time: missing unit in duration {quoted}")
+        if unit not in _UNITS:
+            raise ValueError(f"time: unknown unit {_go_quote(unit)} in duration {quoted}")
+        total += float(number) * _UNITS[unit]
+        rest = rest[match.end() :]
+    if total > 9223372036.854775807:
+        raise ValueError(f"time: invalid duration {quoted}")
+    return sign * total

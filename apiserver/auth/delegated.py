@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import ssl
 import tempfile
 import time
@@ -109,6 +110,26 @@ def load_kubeconfig(path: Path, context: str = "") -> ClusterConnection:
         context_ssl = ssl_context
     token_file = Path(base / user["tokenFile"]) if user.get("tokenFile") else None
     return ClusterConnection(server, context_ssl, str(user.get("token", "")), token_file)
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster_connection(
+    directory: Path = SERVICE_ACCOUNT_DIR, environ: dict[str, str] | None = None
+) -> ClusterConnection | None:
+    """The pod's own credentials, as client-go's in-cluster config: the API server from
+    KUBERNETES_SERVICE_HOST/PORT, the service account's CA and its projected token (re-read per
+    request, since the kubelet rotates it). None outside a pod."""
+    env = os.environ if environ is None else environ
+    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
+    token_file = directory / "token"
+    if not host or not port or not token_file.exists():
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    context = ssl.create_default_context(cafile=str(directory / "ca.crt"))
+    return ClusterConnection(f"https://{host}:{port}", context, token_file=token_file)
 
 
 def _load_client_certificate(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from aiohttp.typedefs import Middleware
 from apiserver import errors
 from apiserver.auth.requestinfo import RequestInfo, request_info
 from apiserver.auth.user import UserInfo
+from apiserver.gofmt import parse_go_duration
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
 
 # Upstream's BasicLongRunningRequestCheck as kube-apiserver configures it.
@@ -188,49 +188,6 @@ def _asked_timeout(query: Mapping[str, str]) -> float | None:
         return parse_go_duration(value)
     except ValueError as exc:
         raise errors.bad_request(f"{INVALID_TIMEOUT} - {exc}") from None
-
-
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "\u00b5s": 1e-6,
-    "\u03bcs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_COMPONENT = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]*)")
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds in a Go duration (`30s`, `1m0s`, `1.5h`, `-2ms`), with time.ParseDuration's errors."""
-    quoted = errors.go_quote(text)
-    rest = text
-    sign = 1.0
-    if rest[:1] in ("-", "+"):
-        sign = -1.0 if rest[0] == "-" else 1.0
-        rest = rest[1:]
-    if rest == "0":
-        return 0.0
-    if not rest:
-        raise ValueError(f"time: invalid duration {quoted}")
-    total = 0.0
-    while rest:
-        match = _COMPONENT.match(rest)
-        assert match is not None  # both groups may be empty
-        number, unit = match.groups()
-        if number in ("", "."):
-            raise ValueError(f"time: invalid duration {quoted}")
-        if not unit:
-            raise ValueError(f"time: missing unit in duration {quoted}")
-        if unit not in _UNITS:
-            raise ValueError(f"time: unknown unit {errors.go_quote(unit)} in duration {quoted}")
-        total += float(number) * _UNITS[unit]
-        rest = rest[match.end() :]
-    if total > 9223372036.854775807:
-        raise ValueError(f"time: invalid duration {quoted}")
-    return sign * total
 
 
 class QuietMalformedRequests(logging.Filter):

@@ -1,4 +1,4 @@
-"""Entry point of `coreio-operator` (the kopf operator arrives with its issue)."""
+"""Entry point of `coreio-operator` (filled in by the operator issue)."""
 
 import sys
 

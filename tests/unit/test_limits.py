@@ -12,7 +12,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from apiserver.auth.user import UserInfo
-from apiserver.http.limits import InFlightLimit, parse_go_duration, request_timeout
+from apiserver.gofmt import parse_go_duration
+from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import Handler, status_errors
 
 LIST = "/apis/g/v1/namespaces/ns/things"

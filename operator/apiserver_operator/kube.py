@@ -1,0 +1,162 @@
+"""A small asyncio client for the Kubernetes API: JSON over aiohttp, credentials from a kubeconfig
+(`KUBECONFIG`, `~/.kube/config`) or from the pod's service account.
+
+Written here rather than taken from a library: kopf brings no public client, the official client is
+synchronous, and the operator needs only a handful of verbs (get, list pages, server-side apply,
+merge patch, create, delete with preconditions). Credentials are loaded by coreio's own loader,
+the one its delegated authentication uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from apiserver.auth.delegated import ClusterConnection, in_cluster_connection, load_kubeconfig
+
+JSON = dict[str, Any]
+APPLY = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+FIELD_MANAGER = "coreio-operator"
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer: `status` is the HTTP code, `body` the Status object (when one came)."""
+
+    def __init__(self, method: str, path: str, status: int, body: JSON) -> None:
+        self.status = status
+        self.body = body
+        self.reason = str(body.get("reason", ""))
+        message = str(body.get("message", "")) or json.dumps(body)[:300]
+        super().__init__(f"{method} {path}: {status} {self.reason}: {message}")
+
+
+def resource_path(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:
+    """`/api/v1/...` for the core group, `/apis/<group>/<version>/...` otherwise."""
+    path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name:
+        path += f"/{name}"
+    return path
+
+
+def connection_from_environment() -> ClusterConnection:
+    """`KUBECONFIG` (its first file), else `~/.kube/config`, else the pod's service account."""
+    if kubeconfig := os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]:
+        return load_kubeconfig(Path(kubeconfig).expanduser())
+    default = Path("~/.kube/config").expanduser()
+    if default.exists():
+        return load_kubeconfig(default)
+    connection = in_cluster_connection()
+    if connection is None:
+        raise RuntimeError("no kubeconfig (KUBECONFIG, ~/.kube/config) and not running in a pod")
+    return connection
+
+
+class KubeClient:
+    def __init__(self, connection: ClusterConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
+        self.connection = connection
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def ssl(self) -> ssl.SSLContext | bool:
+        return self.connection.ssl_context
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                headers={"User-Agent": "coreio-operator", "Accept": "application/json"},
+            )
+        return self._session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        headers = dict(self.connection.headers())
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        async with self._client().request(
+            method,
+            self.connection.server + path,
+            params=dict(params or {}),
+            data=data,
+            headers=headers,
+            ssl=self.connection.ssl_context,
+        ) as response:
+            text = await response.text()
+            try:
+                answer = json.loads(text) if text else {}
+            except ValueError:
+                answer = {"message": text[:300]}
+            if not isinstance(answer, dict):
+                answer = {"message": text[:300]}
+            if response.status >= 300:
+                raise ApiError(method, path, response.status, answer)
+            return answer
+
+    async def get(self, path: str, params: Mapping[str, str] | None = None) -> JSON:
+        return await self.request("GET", path, params=params)
+
+    async def get_or_none(self, path: str) -> JSON | None:
+        try:
+            return await self.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list_pages(self, path: str, params: Mapping[str, str] | None = None) -> AsyncIterator[JSON]:
+        """Each page of a paged list (`limit`/`continue`), as upstream's pager walks it."""
+        query = dict(params or {})
+        while True:
+            page = await self.get(path, query)
+            yield page
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return
+            query["continue"] = str(token)
+
+    async def apply(self, path: str, obj: JSON, *, field_manager: str = FIELD_MANAGER) -> JSON:
+        """Server-side apply of `obj` at `path` (its name included), taking over conflicts."""
+        params = {"fieldManager": field_manager, "force": "true"}
+        return await self.request("PATCH", path, params=params, body=obj, content_type=APPLY)
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def create(self, path: str, obj: JSON) -> JSON:
+        return await self.request("POST", path, body=obj)
+
+    async def delete(self, path: str, options: JSON | None = None) -> bool:
+        """Deletes; False when there was nothing to delete."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **options} if options else None
+        try:
+            await self.request("DELETE", path, body=body)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()

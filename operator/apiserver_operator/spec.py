@@ -1,0 +1,127 @@
+"""The Installation resource (`installations.operator.core.io/v1alpha1`): its spec as a typed model.
+
+kube-apiserver applies the CRD's defaults (`charts/coreio/crds/installations.yaml`) before the
+operator sees an object; the model carries the same defaults so that plain functions and tests get
+them too (a unit test checks that the two agree). Durations are Go durations (`90s`, `2160h`), as
+everywhere in Kubernetes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from apiserver.gofmt import parse_go_duration
+
+GROUP = "operator.core.io"
+VERSION = "v1alpha1"
+KIND = "Installation"
+PLURAL = "installations"
+DEFAULT_IMAGE = "ghcr.io/coreio/coreio:0.1.0"
+
+JSON = dict[str, Any]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+class _Model(BaseModel):
+    # Unknown fields are the API server's business (the CRD prunes them); keep names camelCase.
+    model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+def _duration(value: str) -> str:
+    parse_go_duration(value)
+    return value
+
+
+class EtcdStorage(_Model):
+    endpoints: list[str] = Field(min_length=1)
+    prefix: str = "/coreio"
+    # A Secret with `ca.crt`, `tls.crt` and `tls.key` for etcd's client TLS; "" for plain HTTP.
+    tls_secret_name: str = ""
+
+
+class SQLiteStorage(_Model):
+    size: str = "1Gi"
+    storage_class_name: str = ""
+
+
+class Storage(_Model):
+    type: Literal["etcd", "sqlite"] = "sqlite"
+    etcd: EtcdStorage | None = None
+    sqlite: SQLiteStorage = SQLiteStorage()
+
+
+class Certificates(_Model):
+    ca_lifetime: str = "43800h"
+    serving_lifetime: str = "2160h"
+    # A certificate is renewed once this share of its lifetime has passed (with jitter).
+    renew_at_percent: int = Field(default=67, ge=10, le=95)
+    # How long the old CA stays in caBundle after the serving certificate moved to the new one.
+    ca_grace_period: str = "10m"
+
+    _check = field_validator("ca_lifetime", "serving_lifetime", "ca_grace_period")(_duration)
+
+    @property
+    def ca_lifetime_seconds(self) -> float:
+        return parse_go_duration(self.ca_lifetime)
+
+    @property
+    def serving_lifetime_seconds(self) -> float:
+        return parse_go_duration(self.serving_lifetime)
+
+    @property
+    def ca_grace_seconds(self) -> float:
+        return parse_go_duration(self.ca_grace_period)
+
+
+class EventRetention(_Model):
+    max_age: str = "1h"
+    # A longer age for `type: Warning` Events; "" keeps them as long as the others.
+    warning_max_age: str = ""
+    # At most this many Events per namespace, the oldest deleted first; 0 for no limit.
+    max_per_namespace: int = Field(default=0, ge=0)
+    exempt_namespaces: list[str] = []
+    exempt_reasons: list[str] = []
+    interval: str = "5m"
+
+    _check = field_validator("max_age", "interval")(_duration)
+
+    @field_validator("warning_max_age")
+    @classmethod
+    def _optional_duration(cls, value: str) -> str:
+        return _duration(value) if value else value
+
+
+class APIServiceSettings(_Model):
+    # Low, so that a bare `kubectl get rolebindings` keeps meaning the built-in group.
+    group_priority_minimum: int = Field(default=1000, ge=1, le=20000)
+    version_priority: int = Field(default=15, ge=1, le=1000)
+
+
+class Resources(_Model):
+    requests: dict[str, str] = {"cpu": "100m", "memory": "128Mi"}
+    limits: dict[str, str] = {"memory": "512Mi"}
+
+
+class InstallationSpec(_Model):
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    # SQLite allows one; with etcd, two or more keep it available through a node loss.
+    replicas: int = Field(default=1, ge=1, le=50)
+    storage: Storage = Storage()
+    certificates: Certificates = Certificates()
+    event_retention: EventRetention = EventRetention()
+    api_service: APIServiceSettings = APIServiceSettings()
+    resources: Resources = Resources()
+    # Extra flags for coreio-apiserver (e.g. `--event-ttl=2h`), after the operator's own.
+    extra_args: list[str] = []
+
+
+def parse_spec(spec: JSON | None) -> InstallationSpec:
+    """The typed spec; raises pydantic.ValidationError for what the CRD schema would refuse."""
+    return InstallationSpec.model_validate(dict(spec or {}))
