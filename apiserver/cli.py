@@ -32,6 +32,7 @@ from apiserver.auth.delegated import (
     SubjectAccessReviewAuthorizer,
     TokenReviewAuthenticator,
     fetch_extension_authentication,
+    in_cluster_connection,
     load_kubeconfig,
 )
 from apiserver.auth.user import UserInfo
@@ -298,6 +299,20 @@ class Security:
             await client.close()
 
 
+def cluster_connection(kubeconfig: str, settings: Settings) -> ClusterConnection | None:
+    """The cluster to delegate to: the kubeconfig's, or, as upstream's delegating options do with
+    no kubeconfig, the pod's own in-cluster credentials when the server runs in a pod with a
+    serving certificate of its own (never in the standalone default)."""
+    if kubeconfig:
+        return load_kubeconfig(Path(kubeconfig))
+    if settings.standalone:
+        return None
+    connection = in_cluster_connection()
+    if connection is not None:
+        log.info("delegating authentication and authorization to the cluster (in-cluster credentials)")
+    return connection
+
+
 async def configure_security(
     settings: Settings, client_cas: list[Path], tokens: dict[str, UserInfo]
 ) -> Security:
@@ -315,8 +330,9 @@ async def configure_security(
         requestheader = request_header_config(settings, Path(settings.requestheader_client_ca_file))
 
     token_review: TokenReviewAuthenticator | None = None
-    if authn_kubeconfig := settings.authentication_kubeconfig or settings.kubeconfig:
-        client = ClusterClient(load_kubeconfig(Path(authn_kubeconfig)))
+    authn_kubeconfig = settings.authentication_kubeconfig or settings.kubeconfig
+    if (authn_cluster := cluster_connection(authn_kubeconfig, settings)) is not None:
+        client = ClusterClient(authn_cluster)
         security.clients.append(client)
         token_review = TokenReviewAuthenticator(client, cache_ttl=settings.authentication_cache_ttl)
         if not settings.client_ca_file or requestheader is None:
@@ -348,13 +364,14 @@ async def configure_security(
     if token_review is not None:
         security.authenticators.append(token_review)
 
-    if authz_kubeconfig := settings.authorization_kubeconfig or settings.kubeconfig:
+    authz_kubeconfig = settings.authorization_kubeconfig or settings.kubeconfig
+    if (authz_cluster := cluster_connection(authz_kubeconfig, settings)) is not None:
         if authz_kubeconfig == authn_kubeconfig and security.clients:
             client = security.clients[0]
         else:
-            client = ClusterClient(load_kubeconfig(Path(authz_kubeconfig)))
+            client = ClusterClient(authz_cluster)
             security.clients.append(client)
-        security.cluster = load_kubeconfig(Path(authz_kubeconfig))
+        security.cluster = authz_cluster
         security.delegate = SubjectAccessReviewAuthorizer(
             client, allow_ttl=settings.authorization_cache_ttl, deny_ttl=settings.authorization_cache_ttl
         )

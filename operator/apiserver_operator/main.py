@@ -1,8 +1,200 @@
-"""Entry point of `coreio-operator` (filled in by the operator issue)."""
+"""`coreio-operator`: runs the operator, or (`check-api`) checks that both resources answer through
+the cluster's aggregation layer, as the Helm chart's test hook does."""
 
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
 import sys
+from dataclasses import dataclass, field
+
+import kopf
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from apiserver.auth.delegated import SERVICE_ACCOUNT_DIR
+from apiserver_operator import handlers, metrics
+from apiserver_operator.children import APISERVICE_NAMES
+from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment
+from apiserver_operator.leader import LeaderElection, LeadershipLost
+
+log = logging.getLogger("coreio.operator")
+DESCRIPTION = """\
+Installs coreio into the cluster from Installation resources (operator.core.io/v1alpha1) and keeps
+it running: certificates, APIServices, Event retention. It reaches the cluster with the kubeconfig
+in KUBECONFIG (or ~/.kube/config) or, in a pod, with its service account."""
 
 
-def main() -> None:
-    sys.stderr.write("coreio-operator: not built yet; see the operator issue\n")
-    raise SystemExit(2)
+@dataclass
+class OperatorConfig:
+    namespaces: list[str] = field(default_factory=list)
+    leader_election: bool = True
+    lease_namespace: str = ""
+    identity: str = ""
+    liveness_endpoint: str = ""
+    metrics_address: str = ""
+    reconcile_interval: float = 30.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coreio-operator", description=DESCRIPTION)
+    parser.add_argument("command", nargs="?", choices=["run", "check-api"], default="run")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    scope.add_argument(
+        "-n", "--namespace", action="append", default=[], help="watch only this namespace (repeatable)"
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default="",
+        help="namespace of the Lease `coreio-operator` that elects one active replica"
+        " (default: the pod's namespace, else `default`)",
+    )
+    parser.add_argument(
+        "--no-leader-election", action="store_true", help="act at once, without a Lease (a single replica)"
+    )
+    parser.add_argument("--identity", default="", help="leader identity (default: $POD_NAME, else host-pid)")
+    parser.add_argument(
+        "--liveness-endpoint",
+        default="",
+        help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        default="",
+        help="serve Prometheus metrics at host:port/metrics (default: off)",
+    )
+    parser.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=30.0,
+        help="seconds between reconciliations of each Installation (drift, certificates, Event GC)"
+        " (default: 30)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def _default_lease_namespace() -> str:
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.reconcile_interval <= 0:
+        parser.error("--reconcile-interval must be positive")
+    config = OperatorConfig(
+        namespaces=list(args.namespace),
+        leader_election=not args.no_leader_election,
+        lease_namespace=args.leader_election_namespace or _default_lease_namespace(),
+        identity=args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+        liveness_endpoint=args.liveness_endpoint,
+        metrics_address=args.metrics_address,
+        reconcile_interval=args.reconcile_interval,
+    )
+    return str(args.command), config, bool(args.verbose)
+
+
+async def _serve_metrics(address: str) -> web.AppRunner:
+    host, _, port = address.rpartition(":")
+
+    async def serve(_request: web.Request) -> web.Response:
+        return web.Response(
+            body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host or "0.0.0.0", int(port)).start()
+    return runner
+
+
+async def _kopf(config: OperatorConfig, client: KubeClient, stop: asyncio.Event) -> None:
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, handlers.HandlerConfig(reconcile_interval=config.reconcile_interval))
+    await kopf.operator(
+        registry=registry,
+        clusterwide=not config.namespaces,
+        namespaces=config.namespaces,
+        standalone=True,
+        liveness_endpoint=config.liveness_endpoint or None,
+        memo=kopf.Memo(client=client),
+        stop_flag=stop,
+    )
+
+
+async def run(config: OperatorConfig) -> None:
+    client = KubeClient(connection_from_environment())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    runner = await _serve_metrics(config.metrics_address) if config.metrics_address else None
+    try:
+        if config.leader_election:
+            election = LeaderElection(client, config.lease_namespace, "coreio-operator", config.identity)
+            elected = asyncio.create_task(election.run(lambda: _kopf(config, client, stop)))
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({elected, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stop.set()
+            if not election.leading:
+                elected.cancel()  # still waiting for the Lease: nothing to finish
+            with contextlib.suppress(asyncio.CancelledError):
+                await elected
+        else:
+            await _kopf(config, client, stop)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await client.close()
+
+
+async def check_api() -> int:
+    """Lists both resources through the cluster; 0 when both answer."""
+    client = KubeClient(connection_from_environment())
+    failures = 0
+    try:
+        for name in APISERVICE_NAMES:
+            group = name.removeprefix("v1.")
+            plural = "rolebindings" if group.startswith("rbac.") else "events"
+            try:
+                page = await client.get(f"/apis/{group}/v1/{plural}", {"limit": "1"})
+                version = page.get("metadata", {}).get("resourceVersion")
+                print(f"{plural}.{group}: ok (resourceVersion {version})")
+            except (ApiError, OSError, TimeoutError) as exc:
+                failures += 1
+                print(f"{plural}.{group}: {exc}", file=sys.stderr)
+    finally:
+        await client.close()
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    command, config, verbose = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        if command == "check-api":
+            raise SystemExit(asyncio.run(check_api()))
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run(config))
+    except (RuntimeError, ValueError, OSError) as exc:
+        sys.stderr.write(f"coreio-operator: {exc}\n")
+        raise SystemExit(1) from None
+    except LeadershipLost as exc:
+        sys.stderr.write(f"coreio-operator: {exc}; exiting so that a fresh start waits for the Lease\n")
+        raise SystemExit(1) from None

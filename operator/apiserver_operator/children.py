@@ -1,0 +1,337 @@
+"""What one Installation becomes in the cluster: the manifests of its children, as plain functions.
+
+Namespaced children live in the Installation's namespace, are named after it and carry an
+ownerReference to it. Cluster-scoped children (APIServices, the RBAC of delegated authentication)
+and the RoleBinding in kube-system cannot have a namespaced owner, so their names are fixed (one
+Installation per cluster owns the API groups) and the annotation `operator.core.io/installation`
+(`<namespace>/<name>`) says whose they are; the operator deletes them itself when the Installation goes.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from apiserver_operator.spec import GROUP, KIND, VERSION, InstallationSpec
+
+JSON = dict[str, Any]
+
+API_GROUPS = ("rbac.authorization.core.io", "events.core.io")
+APISERVICE_NAMES = tuple(f"v1.{group}" for group in API_GROUPS)
+OWNER_ANNOTATION = f"{GROUP}/installation"
+MANAGED_BY = "coreio-operator"
+CONTAINER_PORT = 8443
+SERVICE_PORT = 443
+# Where the API server's pods find what the operator gives them (the image's defaults agree).
+SERVING_DIR = "/var/run/secrets/coreio/serving"
+ETCD_TLS_DIR = "/var/run/secrets/coreio/etcd"
+DATA_DIR = "/var/lib/coreio"
+RUN_AS = 65532
+
+# Fixed names of the cluster-scoped children and the one in kube-system.
+CLUSTER_ROLE = "coreio:apiserver"
+AUTH_DELEGATOR_BINDING = "coreio:auth-delegator"
+AUTH_READER_BINDING = "coreio:authentication-reader"
+
+
+@dataclass(frozen=True)
+class Installation:
+    """The identity of an Installation object, with its typed spec."""
+
+    namespace: str
+    name: str
+    uid: str
+    spec: InstallationSpec
+
+    @property
+    def owner(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def service_host(self) -> str:
+        return f"{self.name}.{self.namespace}.svc"
+
+    def serving_hosts(self) -> list[str]:
+        """The names the aggregator and in-cluster clients reach the Service by."""
+        short = f"{self.name}.{self.namespace}"
+        return [self.service_host, self.name, short, f"{self.service_host}.cluster.local"]
+
+    @property
+    def ca_secret(self) -> str:
+        return f"{self.name}-ca"
+
+    @property
+    def serving_secret(self) -> str:
+        return f"{self.name}-serving"
+
+    @property
+    def data_claim(self) -> str:
+        return f"{self.name}-data"
+
+
+def labels(inst: Installation) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "coreio",
+        "app.kubernetes.io/instance": inst.name,
+        "app.kubernetes.io/component": "apiserver",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def selector(inst: Installation) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "coreio", "app.kubernetes.io/instance": inst.name}
+
+
+def _meta(inst: Installation, name: str, namespace: str | None = None, *, owned: bool = True) -> JSON:
+    meta: JSON = {"name": name, "labels": labels(inst), "annotations": {OWNER_ANNOTATION: inst.owner}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if owned:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": KIND,
+                "name": inst.name,
+                "uid": inst.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return meta
+
+
+def service_account(inst: Installation) -> JSON:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(inst, inst.name, inst.namespace)}
+
+
+def _subjects(inst: Installation) -> list[JSON]:
+    return [{"kind": "ServiceAccount", "name": inst.name, "namespace": inst.namespace}]
+
+
+def _binding(inst: Installation, kind: str, name: str, role_kind: str, role: str, ns: str | None) -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": _meta(inst, name, ns, owned=False),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": _subjects(inst),
+    }
+
+
+def rbac(inst: Installation) -> list[JSON]:
+    """Delegated authentication and authorization (TokenReview, SubjectAccessReview and the
+    extension-apiserver-authentication ConfigMap), and read access to the cluster's Roles and
+    ClusterRoles for coreio's RBAC authorizer."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(inst, CLUSTER_ROLE, owned=False),
+        "rules": [
+            {
+                "apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["roles", "clusterroles"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ],
+    }
+    return [
+        role,
+        _binding(inst, "ClusterRoleBinding", CLUSTER_ROLE, "ClusterRole", CLUSTER_ROLE, None),
+        _binding(
+            inst, "ClusterRoleBinding", AUTH_DELEGATOR_BINDING, "ClusterRole", "system:auth-delegator", None
+        ),
+        _binding(
+            inst,
+            "RoleBinding",
+            AUTH_READER_BINDING,
+            "Role",
+            "extension-apiserver-authentication-reader",
+            "kube-system",
+        ),
+    ]
+
+
+def service(inst: Installation) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(inst, inst.name, inst.namespace),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(inst),
+            "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https", "protocol": "TCP"}],
+        },
+    }
+
+
+def secret(
+    inst: Installation, name: str, kind: str, data: dict[str, str], annotations: dict[str, str]
+) -> JSON:
+    meta = _meta(inst, name, inst.namespace)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": kind, "data": dict(data)}
+
+
+def data_claim(inst: Installation) -> JSON:
+    sqlite = inst.spec.storage.sqlite
+    spec: JSON = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": sqlite.size}}}
+    if sqlite.storage_class_name:
+        spec["storageClassName"] = sqlite.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(inst, inst.data_claim, inst.namespace),
+        "spec": spec,
+    }
+
+
+def disruption_budget(inst: Installation) -> JSON:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(inst, inst.name, inst.namespace),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(inst)}},
+    }
+
+
+def api_services(inst: Installation, ca_bundle: bytes) -> list[JSON]:
+    """Both APIServices, trusting exactly `ca_bundle` (never insecureSkipTLSVerify)."""
+    settings = inst.spec.api_service
+    bundle = base64.b64encode(ca_bundle).decode("ascii")
+    return [
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": _meta(inst, f"v1.{group}", owned=False),
+            "spec": {
+                "group": group,
+                "version": "v1",
+                "service": {"namespace": inst.namespace, "name": inst.name, "port": SERVICE_PORT},
+                "caBundle": bundle,
+                "groupPriorityMinimum": settings.group_priority_minimum,
+                "versionPriority": settings.version_priority,
+            },
+        }
+        for group in API_GROUPS
+    ]
+
+
+def server_args(inst: Installation) -> list[str]:
+    """coreio-apiserver's flags in the pod. Delegated authentication and authorization use the
+    pod's in-cluster credentials (the server's default when it runs in a pod)."""
+    args = [
+        "--bind-address=0.0.0.0",
+        f"--secure-port={CONTAINER_PORT}",
+        f"--data-dir={DATA_DIR}",
+        f"--tls-cert-file={SERVING_DIR}/tls.crt",
+        f"--tls-private-key-file={SERVING_DIR}/tls.key",
+    ]
+    storage = inst.spec.storage
+    if storage.type == "etcd" and storage.etcd is not None:
+        args += [f"--etcd-servers={','.join(storage.etcd.endpoints)}", f"--etcd-prefix={storage.etcd.prefix}"]
+        if storage.etcd.tls_secret_name:
+            args += [
+                f"--etcd-cafile={ETCD_TLS_DIR}/ca.crt",
+                f"--etcd-certfile={ETCD_TLS_DIR}/tls.crt",
+                f"--etcd-keyfile={ETCD_TLS_DIR}/tls.key",
+            ]
+    return args + list(inst.spec.extra_args)
+
+
+def _volumes(inst: Installation) -> tuple[list[JSON], list[JSON]]:
+    """(volumes, mounts): the serving Secret, etcd's client TLS, the data directory and /tmp."""
+    volumes: list[JSON] = [{"name": "serving", "secret": {"secretName": inst.serving_secret}}]
+    mounts: list[JSON] = [{"name": "serving", "mountPath": SERVING_DIR, "readOnly": True}]
+    storage = inst.spec.storage
+    if storage.type == "etcd" and storage.etcd is not None and storage.etcd.tls_secret_name:
+        volumes.append({"name": "etcd-tls", "secret": {"secretName": storage.etcd.tls_secret_name}})
+        mounts.append({"name": "etcd-tls", "mountPath": ETCD_TLS_DIR, "readOnly": True})
+    if storage.type == "sqlite":
+        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": inst.data_claim}})
+    else:
+        volumes.append({"name": "data", "emptyDir": {}})
+    mounts.append({"name": "data", "mountPath": DATA_DIR})
+    volumes.append({"name": "tmp", "emptyDir": {}})
+    mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    return volumes, mounts
+
+
+def _probe(path: str, period: int, failures: int) -> JSON:
+    return {
+        "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
+
+
+def _container(inst: Installation, mounts: list[JSON]) -> JSON:
+    resources = inst.spec.resources
+    return {
+        "name": "apiserver",
+        "image": inst.spec.image,
+        "imagePullPolicy": inst.spec.image_pull_policy,
+        "command": ["coreio-apiserver"],
+        "args": server_args(inst),
+        "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "livenessProbe": _probe("/livez", 10, 6),
+        "readinessProbe": _probe("/readyz", 5, 3),
+        "startupProbe": _probe("/livez", 2, 30),
+        "resources": {"requests": dict(resources.requests), "limits": dict(resources.limits)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+
+
+def _pod_spec(inst: Installation) -> JSON:
+    volumes, mounts = _volumes(inst)
+    spec: JSON = {
+        "serviceAccountName": inst.name,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(inst, mounts)],
+        "volumes": volumes,
+    }
+    if inst.spec.replicas > 1:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": selector(inst)},
+            }
+            for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+        ]
+    return spec
+
+
+def deployment(inst: Installation) -> JSON:
+    # With etcd, new pods come up before old ones go (maxUnavailable 0). SQLite has one writer
+    # on one volume: the old pod must stop first.
+    strategy: JSON = (
+        {"type": "Recreate"}
+        if inst.spec.storage.type == "sqlite"
+        else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(inst, inst.name, inst.namespace),
+        "spec": {
+            "replicas": inst.spec.replicas,
+            "selector": {"matchLabels": selector(inst)},
+            "strategy": strategy,
+            "template": {"metadata": {"labels": labels(inst)}, "spec": _pod_spec(inst)},
+        },
+    }

@@ -1,0 +1,140 @@
+"""kopf handlers, thin over `reconcile` and `retention`: reconcile on change and on a timer (which
+also renews certificates and puts back drifted children), garbage-collect Events when due, and
+remove the children when an Installation is deleted.
+
+kopf keeps its own bookkeeping in annotations under `operator.core.io/` (not in status, which
+belongs to the conditions) and records what the handlers do as core/v1 Events of the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from apiserver.gofmt import parse_go_duration
+from apiserver_operator import metrics, reconcile, retention, status
+from apiserver_operator.kube import ApiError, KubeClient
+from apiserver_operator.spec import GROUP, PLURAL, VERSION, parse_spec
+
+JSON = dict[str, Any]
+FINALIZER = f"{GROUP}/cleanup"
+MAX_GC_BACKOFF = 600.0
+
+
+@dataclass(frozen=True)
+class HandlerConfig:
+    reconcile_interval: float = 30.0
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _lock(memo: kopf.Memo) -> asyncio.Lock:
+    # One reconciliation of an object at a time: change handlers and timers run concurrently.
+    lock = memo.get("lock")
+    if lock is None:
+        lock = memo["lock"] = asyncio.Lock()
+    assert isinstance(lock, asyncio.Lock)
+    return lock
+
+
+def _client(memo: kopf.Memo) -> KubeClient:
+    client = memo["client"]
+    assert isinstance(client, KubeClient)
+    return client
+
+
+async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
+    obj: JSON = dict(body)
+    now = _now()
+    async with _lock(memo):
+        try:
+            outcome = await reconcile.reconcile(_client(memo), obj, now)
+        except reconcile.Refused as refusal:
+            metrics.RECONCILE_TOTAL.labels(result="refused").inc()
+            if memo.get("refused") != refusal.message:
+                kopf.warn(body, reason=refusal.reason, message=refusal.message)
+                memo["refused"] = refusal.message
+            patch["status"] = status.refused(obj, refusal, now)
+            return
+        except (ApiError, OSError, TimeoutError) as exc:
+            metrics.RECONCILE_TOTAL.labels(result="error").inc()
+            patch["status"] = status.failed(obj, exc, now)
+            raise kopf.TemporaryError(str(exc), delay=5) from exc
+    memo["refused"] = None
+    metrics.RECONCILE_TOTAL.labels(result="success").inc()
+    for action in outcome.actions:
+        kopf.info(body, reason="Certificates", message=action)
+        logger.info(action)
+    patch["status"] = status.reconciled(obj, outcome, now)
+
+
+async def _collect_events(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
+    """Runs the Event GC when its interval has passed; doubles the wait after each failure."""
+    if time.monotonic() < float(memo.get("gc_due", 0.0)):
+        return
+    try:
+        policy = parse_spec(dict(body.get("spec", {}))).event_retention
+    except ValueError:
+        return  # the reconciliation reports the spec
+    interval = parse_go_duration(policy.interval)
+    try:
+        report = await retention.collect_events(_client(memo), policy)
+    except (ApiError, OSError, TimeoutError) as exc:
+        backoff = min(MAX_GC_BACKOFF, max(float(memo.get("gc_backoff", 0.0)) * 2, 5.0))
+        memo["gc_backoff"], memo["gc_due"] = backoff, time.monotonic() + backoff
+        logger.warning(f"Event retention failed, next try in {backoff:.0f}s: {exc}")
+        patch.setdefault("status", {})["eventRetention"] = {"lastError": str(exc)[:500]}
+        return
+    memo["gc_backoff"], memo["gc_due"] = 0.0, time.monotonic() + interval
+    patch.setdefault("status", {})["eventRetention"] = report.status()
+    if report.deleted_by_age or report.deleted_by_count:
+        kopf.info(
+            body,
+            reason="EventRetention",
+            message=f"deleted {report.deleted_by_age} Events by age, {report.deleted_by_count} by count",
+        )
+
+
+def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
+    resource = (GROUP, VERSION, PLURAL)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+        settings.posting.level = logging.INFO
+        settings.watching.server_timeout = 300
+
+    @kopf.on.resume(*resource, registry=registry)
+    @kopf.on.create(*resource, registry=registry)
+    @kopf.on.update(*resource, field="spec", registry=registry)
+    async def changed(
+        body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
+    ) -> None:
+        await _reconcile(body, patch, memo, logger)
+
+    @kopf.timer(*resource, interval=config.reconcile_interval, registry=registry)
+    async def tick(
+        body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
+    ) -> None:
+        await _reconcile(body, patch, memo, logger)
+        await _collect_events(body, patch, memo, logger)
+
+    @kopf.on.delete(*resource, registry=registry)
+    async def deleted(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+        try:
+            inst = reconcile.installation(dict(body))
+        except reconcile.Refused:
+            return  # it never had children
+        async with _lock(memo):
+            removed = await reconcile.remove_children(_client(memo), inst)
+        logger.info(f"removed {', '.join(removed) or 'nothing'}")

@@ -1,0 +1,210 @@
+"""One reconciliation of an Installation: refuse what cannot work, renew certificates, apply every
+child with server-side apply (which also puts back whatever drifted), and report conditions.
+
+Everything here is a plain async function over `KubeClient`; the kopf handlers only call them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from apiserver_operator import children
+from apiserver_operator.certificates import CertificatePlan, plan_certificates
+from apiserver_operator.children import OWNER_ANNOTATION, Installation
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
+from apiserver_operator.spec import parse_spec
+
+log = logging.getLogger("coreio.operator")
+JSON = dict[str, Any]
+
+# Kinds the operator writes, with their plural and scope.
+PLURALS = {
+    "ServiceAccount": "serviceaccounts",
+    "Service": "services",
+    "Secret": "secrets",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "RoleBinding": "rolebindings",
+    "APIService": "apiservices",
+}
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class Refused(Exception):
+    """The Installation cannot be reconciled as it stands; nothing was touched."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class Outcome:
+    """What a reconciliation did and found, for status, Events and logs."""
+
+    actions: list[str] = field(default_factory=list)
+    certificates: CertificatePlan | None = None
+    available: tuple[str, str, str] = ("Unknown", "Pending", "")
+
+
+def path_of(obj: JSON) -> str:
+    meta = obj["metadata"]
+    return resource_path(obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace", ""), meta["name"])
+
+
+def _apiservice_path(name: str) -> str:
+    return resource_path("apiregistration.k8s.io/v1", "apiservices", "", name)
+
+
+def installation(body: JSON) -> Installation:
+    """The Installation in `body`; Refused when its spec or name cannot be served."""
+    meta = body.get("metadata", {})
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    try:
+        spec = parse_spec(body.get("spec"))
+    except ValidationError as exc:
+        raise Refused("InvalidSpec", f"spec is invalid: {exc.errors()[0].get('msg', exc)}") from None
+    if not _DNS1035.match(name):
+        # The Service is named after the Installation, and Service names are DNS-1035 labels.
+        raise Refused("InvalidName", f"name {name!r} must be a DNS-1035 label (it names the Service)")
+    if spec.storage.type == "sqlite" and spec.replicas > 1:
+        raise Refused(
+            "SQLiteSingleReplica",
+            f"embedded SQLite allows one replica only, {spec.replicas} asked: use etcd storage for more",
+        )
+    return Installation(namespace, name, str(meta.get("uid", "")), spec)
+
+
+async def claim_cluster(client: KubeClient, inst: Installation) -> None:
+    """The APIServices are cluster-wide: refuse when another Installation (or anybody else) has
+    them."""
+    for name in children.APISERVICE_NAMES:
+        existing = await client.get_or_none(_apiservice_path(name))
+        if existing is None:
+            continue
+        owner = existing.get("metadata", {}).get("annotations", {}).get(OWNER_ANNOTATION)
+        if owner != inst.owner:
+            holder = f"Installation {owner}" if owner else "something other than the coreio operator"
+            raise Refused(
+                "ClusterAlreadyInstalled", f"APIService {name} belongs to {holder}; nothing was changed"
+            )
+
+
+async def certificates(client: KubeClient, inst: Installation, now: datetime.datetime) -> CertificatePlan:
+    """Renews what is due and writes both Secrets."""
+    ca = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.ca_secret))
+    serving = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.serving_secret))
+    plan = plan_certificates(
+        ca, serving, inst.spec.certificates, inst.serving_hosts(), now=now, rng=random.SystemRandom()
+    )
+    ca_secret = children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)
+    serving_secret = children.secret(
+        inst, inst.serving_secret, "kubernetes.io/tls", plan.serving_data, plan.serving_annotations
+    )
+    await apply_all(client, [ca_secret, serving_secret])
+    return plan
+
+
+async def apply_all(client: KubeClient, objects: Sequence[JSON]) -> None:
+    for obj in objects:
+        await client.apply(path_of(obj), obj)
+
+
+def desired(inst: Installation, ca_bundle: bytes) -> list[JSON]:
+    """Every child but the Secrets, in the order they are needed."""
+    objects = [children.service_account(inst), *children.rbac(inst), children.service(inst)]
+    if inst.spec.storage.type == "sqlite":
+        objects.append(children.data_claim(inst))
+    objects.append(children.deployment(inst))
+    if inst.spec.replicas > 1:
+        objects.append(children.disruption_budget(inst))
+    return objects + children.api_services(inst, ca_bundle)
+
+
+async def _apply_claim(client: KubeClient, claim: JSON) -> None:
+    # A claim's spec is immutable but for a larger size: create it once, then leave it be.
+    if await client.get_or_none(path_of(claim)) is None:
+        await client.create(path_of(claim).rsplit("/", 1)[0], claim)
+
+
+async def apply_children(client: KubeClient, inst: Installation, ca_bundle: bytes) -> None:
+    for obj in desired(inst, ca_bundle):
+        if obj["kind"] == "PersistentVolumeClaim":
+            await _apply_claim(client, obj)
+        else:
+            await client.apply(path_of(obj), obj)
+    if inst.spec.replicas <= 1:
+        await client.delete(path_of(children.disruption_budget(inst)))
+
+
+async def availability(client: KubeClient) -> tuple[str, str, str]:
+    """(status, reason, message) of the Available condition: both APIServices' own."""
+    states = []
+    for name in children.APISERVICE_NAMES:
+        obj = await client.get_or_none(_apiservice_path(name))
+        conditions = (obj or {}).get("status", {}).get("conditions", [])
+        state: JSON = next((c for c in conditions if c.get("type") == "Available"), {})
+        states.append((name, str(state.get("status", "Unknown")), str(state.get("message", ""))))
+    if all(status == "True" for _, status, _ in states):
+        return "True", "APIServicesAvailable", "both APIServices are Available"
+    missing = "; ".join(
+        f"{name}: {message or status}" for name, status, message in states if status != "True"
+    )
+    return "False", "APIServiceNotAvailable", missing
+
+
+async def reconcile(client: KubeClient, body: JSON, now: datetime.datetime) -> Outcome:
+    """Raises Refused (nothing touched) or ApiError (retried by the caller)."""
+    inst = installation(body)
+    await claim_cluster(client, inst)
+    outcome = Outcome()
+    outcome.certificates = await certificates(client, inst, now)
+    outcome.actions += outcome.certificates.actions
+    await apply_children(client, inst, outcome.certificates.ca_bundle)
+    outcome.available = await availability(client)
+    return outcome
+
+
+async def _delete_owned(client: KubeClient, obj: JSON, inst: Installation) -> bool:
+    """Deletes a fixed-name child only when this Installation owns it."""
+    existing = await client.get_or_none(path_of(obj))
+    if existing is None or existing["metadata"].get("annotations", {}).get(OWNER_ANNOTATION) != inst.owner:
+        return False
+    return await client.delete(path_of(obj))
+
+
+async def remove_children(client: KubeClient, inst: Installation) -> list[str]:
+    """Deletes every child but the data claim (kept, as a StatefulSet keeps its volumes)."""
+    removed = []
+    fixed = [*children.api_services(inst, b""), *children.rbac(inst)]
+    for obj in fixed:
+        if await _delete_owned(client, obj, inst):
+            removed.append(f"{obj['kind']} {obj['metadata']['name']}")
+    owned = [
+        children.deployment(inst),
+        children.disruption_budget(inst),
+        children.service(inst),
+        children.service_account(inst),
+        children.secret(inst, inst.serving_secret, "kubernetes.io/tls", {}, {}),
+        children.secret(inst, inst.ca_secret, "Opaque", {}, {}),
+    ]
+    for obj in owned:
+        try:
+            if await _delete_owned(client, obj, inst):
+                removed.append(f"{obj['kind']} {obj['metadata']['name']}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+    return removed
