@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -69,13 +69,29 @@ class KeyPair:
     def load(cls, cert_path: Path, key_path: Path) -> KeyPair:
         certificate = load_certificate(cert_path)
         key = load_private_key(key_path)
-        if certificate.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ) != key.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        ):
+        if not key_matches(certificate, key):
             raise ValueError(f"{key_path} is not the private key of {cert_path}")
         return cls(certificate, key)
+
+    @classmethod
+    def from_pem(cls, cert_pem: bytes, key_pem: bytes) -> KeyPair:
+        """The pair from PEM bytes; ValueError when either is unreadable or they do not match."""
+        certificate = x509.load_pem_x509_certificate(cert_pem)
+        try:
+            key = serialization.load_pem_private_key(key_pem, password=None)
+        except (TypeError, UnsupportedAlgorithm) as exc:  # encrypted, or an unknown algorithm
+            raise ValueError(f"unusable private key: {exc}") from exc
+        if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+            raise ValueError(f"unsupported key type {type(key).__name__}")
+        if not key_matches(certificate, key):
+            raise ValueError("the private key does not belong to the certificate")
+        return cls(certificate, key)
+
+
+def key_matches(certificate: x509.Certificate, key: PrivateKey) -> bool:
+    """True when `key` is the private key of `certificate`."""
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    return certificate.public_key().public_bytes(*spki) == key.public_key().public_bytes(*spki)
 
 
 # --- keys and files ---------------------------------------------------------------------------
@@ -146,17 +162,25 @@ def _now() -> datetime.datetime:
 
 
 def _builder(
-    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey | rsa.RSAPublicKey, days: int
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey | rsa.RSAPublicKey,
+    days: int,
+    *,
+    lifetime: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
 ) -> x509.CertificateBuilder:
-    now = _now()
+    """Valid from `now` (backdated) for `lifetime`, or `days` when no lifetime is given."""
+    start = now or _now()
+    end = start + (lifetime if lifetime is not None else datetime.timedelta(days=days))
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
+        .not_valid_before(start - _BACKDATE)
+        .not_valid_after(end)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
     )
 
@@ -178,13 +202,18 @@ def _key_usage(
 
 
 def create_ca(
-    common_name: str = "coreio-ca", *, days: int = CA_VALID_DAYS, key_type: KeyType = "ec"
+    common_name: str = "coreio-ca",
+    *,
+    days: int = CA_VALID_DAYS,
+    key_type: KeyType = "ec",
+    lifetime: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
 ) -> KeyPair:
-    """A self-signed certificate authority."""
+    """A self-signed certificate authority, valid for `lifetime` (overrides `days`) from `now`."""
     key = generate_key(key_type)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     certificate = (
-        _builder(name, name, key.public_key(), days)
+        _builder(name, name, key.public_key(), days, lifetime=lifetime, now=now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(digital_signature=True, ca=True), critical=True)
         .sign(key, hashes.SHA256())
@@ -200,10 +229,12 @@ def _issue(
     days: int,
     key_type: KeyType,
     sans: Sequence[x509.GeneralName] = (),
+    lifetime: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
 ) -> KeyPair:
     key = generate_key(key_type)
     builder = (
-        _builder(subject, ca.certificate.subject, key.public_key(), days)
+        _builder(subject, ca.certificate.subject, key.public_key(), days, lifetime=lifetime, now=now)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             # keyEncipherment only means something for RSA key transport.
@@ -250,8 +281,11 @@ def issue_serving_certificate(
     common_name: str | None = None,
     days: int = CERT_VALID_DAYS,
     key_type: KeyType = "ec",
+    lifetime: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
 ) -> KeyPair:
-    """A server-auth certificate for `hosts` (DNS names and IP addresses, as SANs)."""
+    """A server-auth certificate for `hosts` (DNS names and IP addresses, as SANs), valid for
+    `lifetime` (overrides `days`) from `now`."""
     names = normalize_hosts(hosts)
     if not names:
         raise ValueError("a serving certificate needs at least one host")
@@ -264,6 +298,8 @@ def issue_serving_certificate(
         days=days,
         key_type=key_type,
         sans=[_general_name(h) for h in names],
+        lifetime=lifetime,
+        now=now,
     )
 
 

@@ -106,6 +106,11 @@ async def _collect_events(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, l
 def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     resource = (GROUP, VERSION, PLURAL)
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # The same sources as KubeClient, in the same order: a kubeconfig, else the pod's account.
+        return kopf.login_with_kubeconfig(**kwargs) or kopf.login_with_service_account(**kwargs)
+
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.persistence.finalizer = FINALIZER

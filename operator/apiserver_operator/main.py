@@ -108,9 +108,7 @@ async def _serve_metrics(address: str) -> web.AppRunner:
     host, _, port = address.rpartition(":")
 
     async def serve(_request: web.Request) -> web.Response:
-        return web.Response(
-            body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application()
     app.router.add_get("/metrics", serve)

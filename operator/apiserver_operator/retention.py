@@ -1,0 +1,325 @@
+"""Event retention: the operator's garbage collection of Events (events.core.io/v1).
+
+coreio's storage TTL (`--event-ttl`) drops an Event a fixed time after its last write, the same for
+every Event. An Installation asks for more (`spec.eventRetention`): Warnings kept longer than the
+rest, a cap per namespace so that one noisy controller cannot crowd out the others, and namespaces
+and reasons that are never collected. These are plain async functions, so that the operator's kopf
+timer (every `interval`) and the tests call the same code: `collect_events` is a run,
+`plan_retention` and `delete_victims` its two halves, `select_victims` the pure decision.
+
+Each delete carries the listed uid and resourceVersion as preconditions. An Event that its reporter
+updated after the list (a series heartbeat moves `series.lastObservedTime` forward) is then answered
+409 and survives; the next run judges it by its new time. Such a 409, and a 404 for an Event gone
+meanwhile, count as "skipped", not as errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import aiohttp
+
+from apiserver.gofmt import parse_go_duration
+from apiserver.objectmeta import format_time
+from apiserver_operator import metrics
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
+from apiserver_operator.spec import EventRetention
+
+JSON = dict[str, Any]
+Rule = Literal["age", "count"]
+
+LOG = logging.getLogger("coreio.operator.retention")
+EVENTS_API_VERSION = "events.core.io/v1"
+EVENTS_PATH = resource_path(EVENTS_API_VERSION, "events")
+PAGE_SIZE = 500
+DEFAULT_CONCURRENCY = 16
+# A run stops deleting after this many failures: the API server is then most likely down or refusing,
+# and trying the rest only delays the report. The next run finds the same victims again.
+MAX_ERRORS = 50
+
+
+@dataclass(frozen=True)
+class Victim:
+    """An Event to delete, as it was listed, and the rule that selected it."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    rule: Rule
+
+    @property
+    def path(self) -> str:
+        return resource_path(EVENTS_API_VERSION, "events", self.namespace, self.name)
+
+    def delete_options(self) -> JSON:
+        # Only the Event as listed may go: a newer version (or a namesake) answers 409.
+        return {"preconditions": {"uid": self.uid, "resourceVersion": self.resource_version}}
+
+
+@dataclass
+class RetentionReport:
+    """What one run did. `skipped`: selected, but changed or gone by the time of its delete."""
+
+    examined: int = 0
+    deleted_by_age: int = 0
+    deleted_by_count: int = 0
+    skipped: int = 0
+    errors: int = 0
+    duration_seconds: float = 0.0
+    # The run's reference time: ages were measured from it.
+    run_time: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def deleted(self) -> int:
+        return self.deleted_by_age + self.deleted_by_count
+
+    def status(self) -> JSON:
+        """The Installation's `status.eventRetention`."""
+        return {
+            "lastRunTime": format_time(self.run_time),
+            "examined": self.examined,
+            "deletedByAge": self.deleted_by_age,
+            "deletedByCount": self.deleted_by_count,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "durationSeconds": round(self.duration_seconds, 3),
+        }
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The policy with its durations parsed and its lists made sets, once per run."""
+
+    max_age: timedelta
+    warning_max_age: timedelta
+    max_per_namespace: int
+    exempt_namespaces: frozenset[str]
+    exempt_reasons: frozenset[str]
+
+    @classmethod
+    def of(cls, policy: EventRetention) -> _Limits:
+        max_age = timedelta(seconds=parse_go_duration(policy.max_age))
+        warning = policy.warning_max_age
+        return cls(
+            max_age=max_age,
+            warning_max_age=timedelta(seconds=parse_go_duration(warning)) if warning else max_age,
+            max_per_namespace=policy.max_per_namespace,
+            exempt_namespaces=frozenset(policy.exempt_namespaces),
+            exempt_reasons=frozenset(policy.exempt_reasons),
+        )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What selection needs of one Event: a few fields, not the whole object, so that a run over a
+    large cluster holds little more than its list of names."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    observed: datetime
+    warning: bool
+
+    def victim(self, rule: Rule) -> Victim:
+        return Victim(self.namespace, self.name, self.uid, self.resource_version, rule)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def last_observed(event: JSON) -> datetime | None:
+    """When the Event was last seen: its series' last observation, else its eventTime, else the
+    core API's lastTimestamp, else its creation."""
+    series = event.get("series")
+    metadata = event.get("metadata")
+    for value in (
+        series.get("lastObservedTime") if isinstance(series, dict) else None,
+        event.get("eventTime"),
+        event.get("deprecatedLastTimestamp"),
+        metadata.get("creationTimestamp") if isinstance(metadata, dict) else None,
+    ):
+        if (moment := _parse_time(value)) is not None:
+            return moment
+    return None
+
+
+def _project(event: JSON, limits: _Limits, now: datetime) -> _Entry | None:
+    """The Event's entry, or None when retention leaves it alone (exempt, or already going)."""
+    metadata = event.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    namespace = str(metadata.get("namespace") or "")
+    if namespace in limits.exempt_namespaces or str(event.get("reason") or "") in limits.exempt_reasons:
+        return None
+    if metadata.get("deletionTimestamp"):
+        # Deleted already, held by a finalizer: neither a victim again nor a survivor to count.
+        return None
+    return _Entry(
+        namespace=namespace,
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        # An Event without a readable time counts as just seen: never wrongly taken for old, and the
+        # last to go under the count limit.
+        observed=last_observed(event) or now,
+        warning=event.get("type") == "Warning",
+    )
+
+
+def _select(entries: Iterable[_Entry], limits: _Limits, now: datetime) -> list[Victim]:
+    victims: list[Victim] = []
+    survivors: dict[str, list[_Entry]] = defaultdict(list)
+    for entry in entries:
+        max_age = limits.warning_max_age if entry.warning else limits.max_age
+        if now - entry.observed > max_age:
+            victims.append(entry.victim("age"))
+        else:
+            survivors[entry.namespace].append(entry)
+    if limits.max_per_namespace > 0:
+        for kept in survivors.values():
+            victims += _beyond_limit(kept, limits.max_per_namespace)
+    return victims
+
+
+def _beyond_limit(entries: list[_Entry], limit: int) -> list[Victim]:
+    """The oldest entries past the newest `limit`; equal times are ordered by name, so that two
+    runs over the same Events choose the same ones."""
+    if len(entries) <= limit:
+        return []
+    newest_first = sorted(entries, key=lambda entry: (entry.observed, entry.name), reverse=True)
+    return [entry.victim("count") for entry in newest_first[limit:]]
+
+
+def select_victims(events: Iterable[JSON], policy: EventRetention, now: datetime) -> list[Victim]:
+    """The Events (as listed) that `policy` deletes at `now`: too old first, then, per namespace, the
+    oldest of those beyond `max_per_namespace`. Exempt namespaces and reasons are never chosen."""
+    limits = _Limits.of(policy)
+    now = _utc(now)
+    entries = (_project(event, limits, now) for event in events)
+    return _select((entry for entry in entries if entry is not None), limits, now)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+async def plan_retention(
+    client: KubeClient, policy: EventRetention, now: datetime
+) -> tuple[list[Victim], int]:
+    """Lists every Event of every namespace (pages of PAGE_SIZE) and selects the victims; returns
+    them and how many Events were examined."""
+    limits = _Limits.of(policy)
+    now = _utc(now)
+    entries: list[_Entry] = []
+    examined = 0
+    async for page in client.list_pages(EVENTS_PATH, {"limit": str(PAGE_SIZE)}):
+        items = page.get("items") or []
+        examined += len(items)
+        # Each page is reduced to entries as it comes, so only one page of full objects is held.
+        for item in items:
+            if isinstance(item, dict) and (entry := _project(item, limits, now)) is not None:
+                entries.append(entry)
+    return _select(entries, limits, now), examined
+
+
+async def _delete_one(client: KubeClient, victim: Victim, report: RetentionReport) -> None:
+    try:
+        deleted = await client.delete(victim.path, victim.delete_options())
+    except ApiError as exc:
+        if exc.status != 409:
+            report.errors += 1
+            LOG.warning("deleting Event %s/%s: %s", victim.namespace, victim.name, exc)
+            return
+        deleted = False  # changed since it was listed (a heartbeat) or recreated: it stays
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        report.errors += 1
+        LOG.warning("deleting Event %s/%s: %r", victim.namespace, victim.name, exc)
+        return
+    if not deleted:
+        report.skipped += 1
+    elif victim.rule == "age":
+        report.deleted_by_age += 1
+    else:
+        report.deleted_by_count += 1
+
+
+async def delete_victims(
+    client: KubeClient, victims: Sequence[Victim], concurrency: int = DEFAULT_CONCURRENCY
+) -> RetentionReport:
+    """Deletes the victims, at most `concurrency` at once, each only if unchanged since listed."""
+    started = time.monotonic()
+    report = RetentionReport()
+    pending = iter(victims)
+
+    async def worker() -> None:
+        # The workers share one iterator: each takes the next victim once its delete is answered,
+        # which bounds the deletes in flight without a task (or a semaphore wait) per victim.
+        for victim in pending:
+            if report.errors >= MAX_ERRORS:
+                return
+            await _delete_one(client, victim, report)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(victims))))))
+    report.duration_seconds = time.monotonic() - started
+    return report
+
+
+def _record(report: RetentionReport) -> None:
+    metrics.EVENTS_DELETED.labels(rule="age").inc(report.deleted_by_age)
+    metrics.EVENTS_DELETED.labels(rule="count").inc(report.deleted_by_count)
+    metrics.EVENTS_SKIPPED.inc(report.skipped)
+    metrics.EVENT_DELETE_ERRORS.inc(report.errors)
+    metrics.EVENT_GC_RUNS.labels(result="error" if report.errors else "success").inc()
+    metrics.EVENT_GC_DURATION.observe(report.duration_seconds)
+
+
+async def collect_events(
+    client: KubeClient, policy: EventRetention, now: datetime | None = None
+) -> RetentionReport:
+    """One garbage-collection run: plan, delete, record metrics, log a line. A run whose list fails
+    counts as an error run and raises (the timer tries again at its next tick); failed deletes do
+    not raise, they are counted in the report and make the run an error run."""
+    now = _utc(now) if now is not None else datetime.now(UTC)
+    started = time.monotonic()
+    try:
+        victims, examined = await plan_retention(client, policy, now)
+        deleted = await delete_victims(client, victims)
+    except Exception:
+        metrics.EVENT_GC_RUNS.labels(result="error").inc()
+        metrics.EVENT_GC_DURATION.observe(time.monotonic() - started)
+        raise
+    report = replace(deleted, examined=examined, run_time=now, duration_seconds=time.monotonic() - started)
+    _record(report)
+    LOG.info(
+        "event retention: examined %d, deleted %d (%d by age, %d by count), skipped %d, errors %d, in %.2fs",
+        report.examined,
+        report.deleted,
+        report.deleted_by_age,
+        report.deleted_by_count,
+        report.skipped,
+        report.errors,
+        report.duration_seconds,
+    )
+    return report
