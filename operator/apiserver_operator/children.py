@@ -210,6 +210,8 @@ def api_services(inst: Installation, ca_bundle: bytes) -> list[JSON]:
                 "version": "v1",
                 "service": {"namespace": inst.namespace, "name": inst.name, "port": SERVICE_PORT},
                 "caBundle": bundle,
+                # Owned explicitly, so that server-side apply takes it back from anybody who set it.
+                "insecureSkipTLSVerify": False,
                 "groupPriorityMinimum": settings.group_priority_minimum,
                 "versionPriority": settings.version_priority,
             },

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import kopf
 
 from apiserver.gofmt import parse_go_duration
@@ -25,6 +26,7 @@ from apiserver_operator.spec import GROUP, PLURAL, VERSION, parse_spec
 JSON = dict[str, Any]
 FINALIZER = f"{GROUP}/cleanup"
 MAX_GC_BACKOFF = 600.0
+UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,13 @@ def _client(memo: kopf.Memo) -> KubeClient:
     return client
 
 
-async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
+async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> bool:
+    """Reconciles; True when coreio answers through the aggregation layer."""
     obj: JSON = dict(body)
     now = _now()
     async with _lock(memo):
+        if memo.get("deleting") or body.get("metadata", {}).get("deletionTimestamp"):
+            return False  # a tick that fired before the deletion must not recreate children
         try:
             outcome = await reconcile.reconcile(_client(memo), obj, now)
         except reconcile.Refused as refusal:
@@ -63,8 +68,8 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger
                 kopf.warn(body, reason=refusal.reason, message=refusal.message)
                 memo["refused"] = refusal.message
             patch["status"] = status.refused(obj, refusal, now)
-            return
-        except (ApiError, OSError, TimeoutError) as exc:
+            return False
+        except UNREACHABLE as exc:
             metrics.RECONCILE_TOTAL.labels(result="error").inc()
             patch["status"] = status.failed(obj, exc, now)
             raise kopf.TemporaryError(str(exc), delay=5) from exc
@@ -74,6 +79,7 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger
         kopf.info(body, reason="Certificates", message=action)
         logger.info(action)
     patch["status"] = status.reconciled(obj, outcome, now)
+    return outcome.available[0] == "True"
 
 
 async def _collect_events(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
@@ -87,7 +93,7 @@ async def _collect_events(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, l
     interval = parse_go_duration(policy.interval)
     try:
         report = await retention.collect_events(_client(memo), policy)
-    except (ApiError, OSError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
         backoff = min(MAX_GC_BACKOFF, max(float(memo.get("gc_backoff", 0.0)) * 2, 5.0))
         memo["gc_backoff"], memo["gc_due"] = backoff, time.monotonic() + backoff
         logger.warning(f"Event retention failed, next try in {backoff:.0f}s: {exc}")
@@ -131,8 +137,9 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     async def tick(
         body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
     ) -> None:
-        await _reconcile(body, patch, memo, logger)
-        await _collect_events(body, patch, memo, logger)
+        # The Event GC goes through the aggregation layer: pointless while coreio is not Available.
+        if await _reconcile(body, patch, memo, logger):
+            await _collect_events(body, patch, memo, logger)
 
     @kopf.on.delete(*resource, registry=registry)
     async def deleted(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
@@ -141,5 +148,6 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
         except reconcile.Refused:
             return  # it never had children
         async with _lock(memo):
+            memo["deleting"] = True
             removed = await reconcile.remove_children(_client(memo), inst)
         logger.info(f"removed {', '.join(removed) or 'nothing'}")

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 
 import kopf
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--liveness-endpoint",
         default="",
-        help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
+        help="serve a liveness and readiness probe, e.g. http://0.0.0.0:8080/healthz",
     )
     parser.add_argument(
         "--metrics-address",
@@ -104,17 +105,37 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
     return str(args.command), config, bool(args.verbose)
 
 
-async def _serve_metrics(address: str) -> web.AppRunner:
+def _host_port(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
-    async def serve(_request: web.Request) -> web.Response:
-        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+async def _serve_http(config: OperatorConfig) -> web.AppRunner | None:
+    """/metrics at --metrics-address and /healthz at --liveness-endpoint. Health is served from
+    the start, so that a replica waiting for the Lease passes its probes too."""
+    sites: list[tuple[str, int]] = []
     app = web.Application()
-    app.router.add_get("/metrics", serve)
+    if config.metrics_address:
+
+        async def serve_metrics(_request: web.Request) -> web.Response:
+            return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app.router.add_get("/metrics", serve_metrics)
+        sites.append(_host_port(config.metrics_address))
+    if config.liveness_endpoint:
+        url = urllib.parse.urlsplit(config.liveness_endpoint)
+
+        async def serve_health(_request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app.router.add_get(url.path or "/healthz", serve_health)
+        sites.append((url.hostname or "0.0.0.0", url.port or 8080))
+    if not sites:
+        return None
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host or "0.0.0.0", int(port)).start()
+    for host, port in dict.fromkeys(sites):
+        await web.TCPSite(runner, host, port).start()
     return runner
 
 
@@ -126,7 +147,6 @@ async def _kopf(config: OperatorConfig, client: KubeClient, stop: asyncio.Event)
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
         standalone=True,
-        liveness_endpoint=config.liveness_endpoint or None,
         memo=kopf.Memo(client=client),
         stop_flag=stop,
     )
@@ -138,7 +158,7 @@ async def run(config: OperatorConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    runner = await _serve_metrics(config.metrics_address) if config.metrics_address else None
+    runner = await _serve_http(config)
     try:
         if config.leader_election:
             election = LeaderElection(client, config.lease_namespace, "coreio-operator", config.identity)

@@ -1,0 +1,521 @@
+"""coreio installed into a real cluster with one `helm install`, run by its operator.
+
+A control plane of its own (its service CIDR lies in 127.0.0.0/8, so that a Service's ClusterIP
+is a loopback address a local process can serve: see `tests.support.pods`). The chart is installed
+with the real Helm; `coreio-operator` then runs as a local process with a token of the chart's
+ServiceAccount `coreio-operator` (which proves the chart's RBAC sufficient), and the API server's
+pod runs as a local process from the Deployment the operator wrote, with the Secret it wrote.
+
+The tests share one installation and run in file order: each builds on what the one before left.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
+from tests.support.pods import EmulatedPod
+from tests.support.server import free_port
+from tests.support.tools import helm_path
+
+pytestmark = [pytest.mark.e2e]
+
+JSON = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "coreio"
+NS = "coreio-system"
+APISERVICES = ("v1.rbac.authorization.core.io", "v1.events.core.io")
+IMAGE = "ghcr.io/coreio/coreio:e2e"
+# Short lifetimes, so that both tiers rotate within the module: the serving certificate renews
+# at about 20 s, the CA rolls over at about 70 s (announced, then used 8 s later, then the old one
+# dropped 8 s after that).
+VALUES = {
+    "image": {"tag": "e2e"},
+    "installation": {
+        "spec": {
+            "storage": {"type": "sqlite"},
+            "certificates": {
+                "caLifetime": "150s",
+                "servingLifetime": "40s",
+                "renewAtPercent": 50,
+                "caGracePeriod": "8s",
+            },
+            "eventRetention": {"maxAge": "1h", "interval": "2s"},
+        }
+    },
+}
+
+
+@dataclass
+class Installed:
+    plane: ControlPlane
+    directory: Path
+    operator: subprocess.Popen[bytes] | None = None
+    operator_kubeconfig: Path | None = None
+    metrics_port: int = 0
+    liveness_port: int = 0
+    pods: list[EmulatedPod] = field(default_factory=list)
+
+    @property
+    def operator_log(self) -> Path:
+        return self.directory / "operator.log"
+
+    def installation(self, name: str = "coreio", namespace: str = NS) -> JSON:
+        found: JSON = self.plane.json("get", "installation", name, "-n", namespace)
+        return found
+
+    def condition(self, kind: str, name: str = "coreio", namespace: str = NS) -> JSON:
+        conditions = self.installation(name, namespace).get("status", {}).get("conditions", [])
+        found: JSON = next((c for c in conditions if c["type"] == kind), {})
+        return found
+
+    def get(self, *args: str) -> JSON | None:
+        done = self.plane.run("get", *args, "-o", "json", check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def start_operator(self, *extra: str, log: Path | None = None) -> subprocess.Popen[bytes]:
+        assert self.operator_kubeconfig is not None
+        env = {**os.environ, "KUBECONFIG": str(self.operator_kubeconfig), "POD_NAME": f"op-{len(extra)}"}
+        with (log or self.operator_log).open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "apiserver_operator", f"--leader-election-namespace={NS}", *extra],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=ROOT,
+            )
+
+    def log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.operator_log.read_text(errors="replace")[-4000:]
+        return ""
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(AssertionError, subprocess.SubprocessError, OSError):
+            last = check()
+            if last:
+                return last
+        time.sleep(every)
+    raise TimeoutError(f"{what}: not after {timeout}s (last: {last!r})")
+
+
+def helm(installed: Installed, *args: str) -> str:
+    home = installed.directory / "helm"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(installed.plane.home),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    done = subprocess.run(
+        [str(helm_path()), *args, "--kubeconfig", str(installed.plane.kubeconfig)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed() -> Iterator[Installed]:
+    skip_without_control_plane()
+    directory = Path(tempfile.mkdtemp(prefix="coreio-install-"))
+    plane = start_control_plane(directory / "cp", extra_flags=["--service-cluster-ip-range=127.99.0.0/24"])
+    state = Installed(plane, directory)
+    try:
+        values = directory / "values.yaml"
+        values.write_text(yaml.safe_dump(VALUES))
+        helm(state, "install", "coreio", str(CHART), "-n", NS, "--create-namespace", "-f", str(values))
+        token = plane.create_token("coreio-operator", NS, duration="2h", create=False)
+        state.operator_kubeconfig = plane.user_kubeconfig(directory / "operator.kubeconfig", token=token)
+        state.metrics_port, state.liveness_port = free_port(), free_port()
+        state.operator = state.start_operator(
+            "--reconcile-interval=2",
+            f"--metrics-address=127.0.0.1:{state.metrics_port}",
+            f"--liveness-endpoint=http://127.0.0.1:{state.liveness_port}/healthz",
+        )
+        yield state
+    finally:
+        for pod in state.pods:
+            pod.stop()
+        if state.operator is not None:
+            state.operator.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                state.operator.wait(timeout=20)
+        plane.stop()
+        if os.environ.get("COREIO_KEEP_CONTROLPLANE"):
+            print(f"install test files kept in {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_chart_installs_crd_operator_and_rbac(installed: Installed) -> None:
+    crd = installed.get("crd", "installations.operator.core.io")
+    assert crd is not None
+    established = [c for c in crd["status"]["conditions"] if c["type"] == "Established"]
+    assert established and established[0]["status"] == "True"
+    deployment = installed.get("deployment", "-n", NS, "-l", "app.kubernetes.io/component=operator")
+    assert deployment is not None and len(deployment["items"]) == 1
+    pod = deployment["items"][0]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "coreio-operator"
+    assert pod["containers"][0]["command"] == ["coreio-operator"]
+    assert installed.get("serviceaccount", "coreio-operator", "-n", NS) is not None
+    can = installed.plane.run(
+        "auth", "can-i", "create", "apiservices.apiregistration.k8s.io",
+        f"--as=system:serviceaccount:{NS}:coreio-operator",
+        check=False,
+    )  # fmt: skip
+    assert can.stdout.strip() == "yes", can.stderr
+    installation = installed.installation()
+    assert installation["spec"]["image"] == IMAGE
+    assert installation["spec"]["certificates"]["servingLifetime"] == "40s"
+    assert installation["spec"]["replicas"] == 1  # the CRD's default
+
+
+def test_installation_reconciled_into_children(installed: Installed) -> None:
+    wait_for(
+        "Ready=True",
+        lambda: installed.condition("Ready").get("status") == "True",
+        timeout=90,
+    )
+    uid = installed.installation()["metadata"]["uid"]
+    for kind, name in [
+        ("deployment", "coreio"),
+        ("service", "coreio"),
+        ("serviceaccount", "coreio"),
+        ("secret", "coreio-ca"),
+        ("secret", "coreio-serving"),
+        ("persistentvolumeclaim", "coreio-data"),
+    ]:
+        obj = installed.get(kind, name, "-n", NS)
+        assert obj is not None, f"{kind}/{name} missing"
+        if kind != "persistentvolumeclaim":
+            owners = obj["metadata"].get("ownerReferences", [])
+            assert [o["uid"] for o in owners] == [uid], f"{kind}/{name}: {owners}"
+    for kind, name in [
+        ("clusterrolebinding", "coreio:auth-delegator"),
+        ("clusterrolebinding", "coreio:apiserver"),
+        ("clusterrole", "coreio:apiserver"),
+    ]:
+        assert installed.get(kind, name) is not None, f"{kind}/{name} missing"
+    assert installed.get("rolebinding", "coreio:authentication-reader", "-n", "kube-system") is not None
+    serving = installed.get("secret", "coreio-serving", "-n", NS)
+    assert serving is not None and serving["type"] == "kubernetes.io/tls"
+    for name in APISERVICES:
+        apiservice = installed.get("apiservice", name)
+        assert apiservice is not None
+        spec = apiservice["spec"]
+        assert not spec.get("insecureSkipTLSVerify")
+        assert spec["groupPriorityMinimum"] == 1000
+        assert base64.b64decode(spec["caBundle"]).startswith(b"-----BEGIN CERTIFICATE-----")
+    certs = installed.condition("CertificatesValid")
+    assert certs["status"] == "True" and "valid until" in certs["message"]
+    # A bare `kubectl get rolebindings` keeps meaning the built-in group.
+    resolved = installed.plane.run("get", "rolebindings", "-A", "-o", "name").stdout
+    assert "rolebinding.rbac.authorization.k8s.io/" in resolved
+
+
+def test_pod_security_and_probes(installed: Installed) -> None:
+    deployment = installed.get("deployment", "coreio", "-n", NS)
+    assert deployment is not None
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    # SQLite: one writer at a time.
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_coreio_available_through_the_aggregator(installed: Installed) -> None:
+    deployment = installed.get("deployment", "coreio", "-n", NS)
+    service = installed.get("service", "coreio", "-n", NS)
+    assert deployment is not None and service is not None
+    pod = EmulatedPod(installed.plane, deployment, service, installed.directory / "pod-0")
+    installed.pods.append(pod)
+    pod.start()
+    wait_for("Available=True", lambda: installed.condition("Available").get("status") == "True", timeout=90)
+    binding = {
+        "apiVersion": "rbac.authorization.core.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "through-the-cluster", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.core.io"}],
+    }
+    installed.plane.run("apply", "-f", "-", input=json.dumps(binding))
+    listed = installed.plane.json("get", "rolebindings.rbac.authorization.core.io", "-n", "default")
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["through-the-cluster"]
+
+
+def test_drift_is_repaired(installed: Installed) -> None:
+    plane = installed.plane
+    tampered = {"spec": {"insecureSkipTLSVerify": True, "caBundle": None, "groupPriorityMinimum": 9}}
+    plane.run("patch", "apiservice", APISERVICES[1], "--type=merge", "-p", json.dumps(tampered))
+    plane.run("set", "image", "deployment/coreio", "apiserver=evil:latest", "-n", NS)
+    plane.run("delete", "clusterrolebinding", "coreio:auth-delegator")
+    # (Not the ServiceAccount: its deletion revokes the running pod's token, which only the
+    # kubelet's token refresh would replace.)
+    plane.run("delete", "clusterrolebinding", "coreio:apiserver")
+
+    def repaired() -> bool:
+        apiservice = installed.get("apiservice", APISERVICES[1])
+        deployment = installed.get("deployment", "coreio", "-n", NS)
+        assert apiservice is not None and deployment is not None
+        spec = apiservice["spec"]
+        return (
+            "insecureSkipTLSVerify" not in spec
+            and bool(spec.get("caBundle"))
+            and spec["groupPriorityMinimum"] == 1000
+            and deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+            and installed.get("clusterrolebinding", "coreio:auth-delegator") is not None
+            and installed.get("clusterrolebinding", "coreio:apiserver") is not None
+        )
+
+    wait_for("drift repaired", repaired, timeout=30)
+    wait_for("Available=True", lambda: installed.condition("Available").get("status") == "True", timeout=60)
+
+
+class AggregatedTraffic:
+    """Requests through kube-apiserver to coreio, one after the other, on fresh connections."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.ok = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        context = self.plane.ssl_context()
+        url = f"{self.plane.url}/apis/events.core.io/v1/namespaces/default/events?limit=1"
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=10) as response:
+                    response.read()
+                    self.ok += 1
+            except (urllib.error.URLError, OSError) as exc:
+                body = (
+                    exc.read().decode(errors="replace")[:300]
+                    if isinstance(exc, urllib.error.HTTPError)
+                    else ""
+                )
+                self.failures.append(f"{time.strftime('%X')} {exc} {body}")
+            time.sleep(0.05)
+
+    def __enter__(self) -> AggregatedTraffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
+def presented_certificate(address: str, port: int) -> x509.Certificate:
+    """The leaf a new TLS handshake with the pod gets."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with (
+        socket.create_connection((address, port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="coreio.coreio-system.svc") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
+
+
+def bundle(name: str, installed: Installed) -> list[str]:
+    apiservice = installed.get("apiservice", name)
+    assert apiservice is not None
+    pem = base64.b64decode(apiservice["spec"]["caBundle"])
+    return [c.subject.rfc4514_string() for c in x509.load_pem_x509_certificates(pem)]
+
+
+def test_certificates_rotate_in_both_tiers_without_a_failed_request(installed: Installed) -> None:
+    pod = installed.pods[0]
+    first = presented_certificate(pod.address, pod.port)
+    first_ca = first.issuer.rfc4514_string()
+    serials = {first.serial_number}
+    issuers = [first_ca]
+    bundles = [tuple(bundle(APISERVICES[0], installed))]
+    with AggregatedTraffic(installed.plane) as traffic:
+        deadline = time.monotonic() + 150
+        # Until the CA rolled and the old one was dropped from caBundle, with a renewal before.
+        while time.monotonic() < deadline:
+            leaf = presented_certificate(pod.address, pod.port)
+            serials.add(leaf.serial_number)
+            if leaf.issuer.rfc4514_string() != issuers[-1]:
+                issuers.append(leaf.issuer.rfc4514_string())
+            current = tuple(bundle(APISERVICES[0], installed))
+            if current != bundles[-1]:
+                bundles.append(current)
+            if len(issuers) > 1 and len(current) == 1 and current[0] != first_ca:
+                break
+            time.sleep(0.5)
+        time.sleep(2)
+    assert len(issuers) >= 2, f"the CA never rolled: {issuers}, bundles {bundles}\n{installed.log_tail()}"
+    renewed_under_first_ca = len(serials) - (len(issuers) - 1)
+    assert renewed_under_first_ca >= 2, f"no serving renewal before the CA roll: {len(serials)} serials"
+    # The rollover as the aggregator saw it: old alone, old and new, new and old, new alone.
+    new_ca = issuers[1]
+    assert any(set(b) == {first_ca, new_ca} for b in bundles), bundles
+    assert bundles[-1] == (new_ca,), bundles
+    assert traffic.ok > 100
+    assert traffic.failures == [], traffic.failures[:5]
+    assert pod.process is not None and pod.process.poll() is None  # reloaded, never restarted
+
+
+def _event(name: str, age_seconds: int) -> JSON:
+    moment = time.gmtime(time.time() - age_seconds)
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", moment),
+        "reportingController": "example.com/e2e",
+        "reportingInstance": "e2e-1",
+        "action": "Test",
+        "reason": "Testing",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "note": "retention",
+    }
+
+
+def test_event_retention_through_the_cluster(installed: Installed) -> None:
+    events = [_event(f"old-{i}", 2 * 3600) for i in range(10)] + [_event(f"new-{i}", 60) for i in range(10)]
+    installed.plane.apply(*events)
+
+    def names() -> set[str]:
+        listed = installed.plane.json("get", "events.events.core.io", "-n", "default")
+        return {item["metadata"]["name"] for item in listed["items"]}
+
+    wait_for("old Events collected", lambda: not any(n.startswith("old-") for n in names()), timeout=60)
+    assert {f"new-{i}" for i in range(10)} <= names()
+    retention = installed.installation()["status"]["eventRetention"]
+    assert retention["examined"] >= 10 and "lastRunTime" in retention
+
+
+def test_operator_metrics_and_liveness(installed: Installed) -> None:
+    url = f"http://127.0.0.1:{installed.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    assert 'coreio_operator_reconcile_total{result="success"}' in text
+    deleted = [
+        line
+        for line in text.splitlines()
+        if line.startswith('coreio_operator_events_deleted_total{rule="age"}')
+    ]
+    assert deleted and float(deleted[0].split()[-1]) >= 10
+    with urllib.request.urlopen(f"http://127.0.0.1:{installed.liveness_port}/healthz", timeout=5) as response:
+        assert response.status == 200
+    events = installed.plane.json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=coreio")
+    reasons = {e["reason"] for e in events["items"]}
+    assert "Certificates" in reasons, reasons
+
+
+def _installation(name: str, namespace: str, spec: JSON) -> JSON:
+    return {
+        "apiVersion": "operator.core.io/v1alpha1",
+        "kind": "Installation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def test_second_installation_is_refused_and_touches_nothing(installed: Installed) -> None:
+    plane = installed.plane
+    plane.run("create", "namespace", "second")
+    plane.apply(_installation("coreio", "second", {"storage": {"type": "sqlite"}}))
+    ready = wait_for("refusal", lambda: installed.condition("Ready", "coreio", "second") or None, timeout=30)
+    assert ready["status"] == "False" and ready["reason"] == "ClusterAlreadyInstalled", ready
+    assert "belongs to Installation coreio-system/coreio" in ready["message"]
+    assert installed.get("deployment", "coreio", "-n", "second") is None
+    assert installed.get("secret", "coreio-ca", "-n", "second") is None
+    for name in APISERVICES:
+        apiservice = installed.get("apiservice", name)
+        assert apiservice is not None and apiservice["spec"]["service"]["namespace"] == NS
+    plane.run("delete", "installation", "coreio", "-n", "second", "--timeout=30s")
+    assert installed.get("apiservice", APISERVICES[0]) is not None  # still the first one's
+
+
+def test_sqlite_with_two_replicas_is_refused(installed: Installed) -> None:
+    plane = installed.plane
+    plane.apply(_installation("two", "second", {"replicas": 2, "storage": {"type": "sqlite"}}))
+    ready = wait_for("refusal", lambda: installed.condition("Ready", "two", "second") or None, timeout=30)
+    assert ready["status"] == "False" and ready["reason"] == "SQLiteSingleReplica", ready
+    assert "one replica only" in ready["message"]
+    assert installed.get("deployment", "two", "-n", "second") is None
+    plane.run("delete", "installation", "two", "-n", "second", "--timeout=30s")
+
+
+def test_leader_election_hands_over(installed: Installed) -> None:
+    second_log = installed.directory / "operator-2.log"
+    second = installed.start_operator("--reconcile-interval=2", "--identity=second", log=second_log)
+    try:
+        time.sleep(4)
+        assert "waiting to lead" in second_log.read_text()
+        assert "leading as second" not in second_log.read_text()
+        lease = installed.get("lease", "coreio-operator", "-n", NS)
+        assert lease is not None and lease["spec"]["holderIdentity"] != "second"
+        assert installed.operator is not None
+        installed.operator.terminate()
+        installed.operator.wait(timeout=30)
+        wait_for("handover", lambda: "leading as second" in second_log.read_text(), timeout=30)
+        installed.operator = second
+        lease = installed.get("lease", "coreio-operator", "-n", NS)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "second"
+    except BaseException:
+        second.terminate()
+        raise
+
+
+def test_deleting_the_installation_removes_its_children(installed: Installed) -> None:
+    installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
+    for kind, name, ns in [
+        ("apiservice", APISERVICES[0], ""),
+        ("apiservice", APISERVICES[1], ""),
+        ("clusterrolebinding", "coreio:auth-delegator", ""),
+        ("clusterrole", "coreio:apiserver", ""),
+        ("rolebinding", "coreio:authentication-reader", "kube-system"),
+        ("deployment", "coreio", NS),
+        ("service", "coreio", NS),
+        ("secret", "coreio-ca", NS),
+        ("secret", "coreio-serving", NS),
+    ]:
+        args = (kind, name, "-n", ns) if ns else (kind, name)
+        assert installed.get(*args) is None, f"{kind}/{name} still there"
+    # The data outlives the Installation, as a StatefulSet's volumes do.
+    assert installed.get("persistentvolumeclaim", "coreio-data", "-n", NS) is not None
