@@ -1,9 +1,61 @@
-# One image for both entry points (coreio-apiserver, coreio-operator).
-FROM python:3.11-slim
+# syntax=docker/dockerfile:1
+# One image for both entry points: coreio-apiserver (the default) and coreio-operator.
+#   docker build -t ghcr.io/coreio/coreio:0.1.0 .
+# The pods run it as 65532:65532 with a read-only root filesystem; the server writes only to
+# --data-dir (an emptyDir at /var/lib/coreio) and reads its certificate from the mounted Secret.
+
+# --- builder: a virtualenv in /opt/coreio holding the pinned dependencies and the project -----------
+FROM python:3.11.14-slim-bookworm AS builder
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_INPUT=1
+
+# The venv gets no pip or setuptools of its own: the base image's pip installs into it (--python).
+RUN python -m venv --without-pip /opt/coreio
+
 WORKDIR /src
+# Dependencies first, in their own layer: it is rebuilt only when the pins change. Wheels only, so
+# no compiler is needed (requirements/image.txt says how it is produced).
+COPY requirements/image.txt requirements/image.txt
+RUN pip --python /opt/coreio/bin/python install --no-cache-dir --only-binary=:all: \
+        --requirement requirements/image.txt
+
 COPY pyproject.toml README.md ./
-COPY apiserver ./apiserver
-COPY operator ./operator
-RUN pip install --no-cache-dir . && useradd --uid 65532 --create-home coreio
-USER 65532
+COPY apiserver apiserver
+COPY operator operator
+RUN pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
+    && /opt/coreio/bin/coreio-apiserver --help > /dev/null \
+    && /opt/coreio/bin/python -c "import apiserver_operator"
+
+# --- runtime: the same slim base and the venv, nothing else --------------------------------------
+FROM python:3.11.14-slim-bookworm
+
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="coreio" \
+      org.opencontainers.image.description="Kubernetes extension API server for RoleBindings (rbac.authorization.core.io) and Events (events.core.io), and its operator" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/coreio/coreio" \
+      org.opencontainers.image.base.name="docker.io/library/python:3.11.14-slim-bookworm"
+
+ENV PATH="/opt/coreio/bin:${PATH}" \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+COPY --from=builder /opt/coreio /opt/coreio
+
+# The data directory, owned by the runtime user so that a plain `docker run -v coreio:/var/lib/coreio`
+# works too; in Kubernetes an emptyDir is mounted over it and the root filesystem is read-only.
+RUN install --directory --owner=65532 --group=65532 --mode=0750 /var/lib/coreio
+WORKDIR /var/lib/coreio
+
+# Numeric, so that runAsNonRoot can verify it without an /etc/passwd entry.
+USER 65532:65532
+EXPOSE 8443
+
 ENTRYPOINT ["coreio-apiserver"]
+CMD ["--bind-address=0.0.0.0", \
+     "--secure-port=8443", \
+     "--data-dir=/var/lib/coreio", \
+     "--tls-cert-file=/var/run/secrets/coreio/serving/tls.crt", \
+     "--tls-private-key-file=/var/run/secrets/coreio/serving/tls.key"]

@@ -1,0 +1,63 @@
+{{/* The chart's name: the app.kubernetes.io/name label. */}}
+{{- define "coreio.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of the operator's Deployment, RBAC objects and PodDisruptionBudget. */}}
+{{- define "coreio.operatorName" -}}
+{{- printf "%s-coreio-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of the `helm test` hook's objects. */}}
+{{- define "coreio.testName" -}}
+{{- printf "%s-coreio-test" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The operator's ServiceAccount: a fixed name, which the operator and the tests rely on. */}}
+{{- define "coreio.serviceAccountName" -}}
+coreio-operator
+{{- end -}}
+
+{{- define "coreio.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{- define "coreio.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+Selector labels; stable across upgrades. Call with (dict "context" $ "component" "operator").
+*/}}
+{{- define "coreio.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "coreio.name" .context }}
+app.kubernetes.io/instance: {{ .context.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* All standard labels; same argument as coreio.selectorLabels. */}}
+{{- define "coreio.labels" -}}
+{{ include "coreio.selectorLabels" . }}
+app.kubernetes.io/version: {{ .context.Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .context.Release.Service }}
+helm.sh/chart: {{ include "coreio.chart" .context }}
+{{- end -}}
+
+{{/* The restricted Pod Security profile, for every pod of the chart. */}}
+{{- define "coreio.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "coreio.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+    - ALL
+{{- end -}}

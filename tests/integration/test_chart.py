@@ -1,0 +1,523 @@
+"""The coreio Helm chart (charts/coreio) with the real Helm 4, no cluster: `helm lint --strict`; the
+manifests rendered for several sets of values, each valid for Kubernetes 1.33 in strict mode (the
+Installation against its CRD), GitOps-safe (no nulls, no empty maps or lists, no Helm annotations
+besides the test hook's, identical on every render) and under the restricted Pod Security profile;
+values.schema.json refusing bad values; the operator's RBAC exactly as the operator needs it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import manifests
+from tests.support.manifests import ManifestError, load_yaml_documents, project_crds, validate_manifests
+from tests.support.tools import ToolsUnavailable, helm_path
+
+pytestmark = pytest.mark.tools
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "coreio"
+RELEASE, NAMESPACE, KUBE_VERSION = "coreio", "coreio-system", "1.33.0"
+IMAGE = "ghcr.io/coreio/coreio:0.1.0"
+SERVICE_ACCOUNT = "coreio-operator"
+OPERATOR = f"{RELEASE}-coreio-operator"
+
+Obj = dict[str, Any]
+Grant = tuple[str, str, str, str]  # (apiGroup, resource, verb, resourceName or "")
+
+CUSTOMISED = (
+    "image.tag=0.2.0",
+    'imagePullSecrets=[{"name":"regcred"}]',
+    "operator.podAnnotations.example\\.com/team=platform",
+    "operator.podLabels.team=platform",
+    "operator.nodeSelector.kubernetes\\.io/os=linux",
+    'operator.tolerations=[{"key":"dedicated","operator":"Equal","value":"infra","effect":"NoSchedule"}]',
+    'operator.affinity={"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":100,'
+    '"podAffinityTerm":{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":'
+    '{"app.kubernetes.io/component":"operator"}}}}]}}',
+    'installation.spec={"replicas":3,"extraArgs":["--event-ttl=7200"],"storage":{"type":"etcd",'
+    '"etcd":{"endpoints":["https://etcd-0.etcd:2379"],"tlsSecretName":"etcd-client"}}}',
+)
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "defaults": (),
+    "replicas-2": ("operator.replicas=2",),
+    "watch-namespaces": ('operator.watchNamespaces=["team-a","team-b"]',),
+    "no-installation": ("installation.create=false",),
+    "customised": CUSTOMISED,
+}
+STANDARD_LABELS = {
+    "app.kubernetes.io/name": "coreio",
+    "app.kubernetes.io/instance": RELEASE,
+    "app.kubernetes.io/version": "0.1.0",
+    "app.kubernetes.io/managed-by": "Helm",
+    "helm.sh/chart": "coreio-0.1.0",
+}
+SELECTOR_KEYS = {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}
+GENERATED = re.compile(
+    r"\b(lookup|now|date|rand\w*|uuidv4|genCA|genPrivateKey|genSelfSignedCert|genSignedCert|htpasswd)\b"
+)
+
+
+class Helm:
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        # Helm's config, cache and data in a private place; no cluster.
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "KUBECONFIG": os.devnull,
+        }
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=120
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    def template(self, *sets: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+        return self.run(*args, *set_args(sets), check=check)
+
+
+def set_args(sets: tuple[str, ...]) -> list[str]:
+    """`--set path=value`, or `--set-json` when the value is a JSON list or object."""
+    args: list[str] = []
+    for value in sets:
+        is_json = value.partition("=")[2][:1] in ("[", "{")
+        args += ["--set-json" if is_json else "--set", value]
+    return args
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    try:
+        binary = helm_path()
+    except (ToolsUnavailable, RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"no helm binary: {exc}")
+    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def variant(request: pytest.FixtureRequest, helm: Helm) -> tuple[str, str]:
+    """(variant name, `helm template` output)."""
+    name: str = request.param
+    return name, helm.template(*VARIANTS[name]).stdout
+
+
+def render(helm: Helm, *sets: str) -> list[Obj]:
+    return load_yaml_documents(helm.template(*sets).stdout)
+
+
+def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''} rendered"
+    return found[0]
+
+
+def is_test_hook(obj: Obj) -> bool:
+    return bool(obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "test")
+
+
+# ----------------------------------------------------------------------------- lint
+
+
+@pytest.mark.parametrize("sets", [(), ("operator.replicas=2",), ('operator.watchNamespaces=["a"]',)], ids=str)
+def test_lint_strict(helm: Helm, sets: tuple[str, ...]) -> None:
+    result = helm.run("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *set_args(sets))
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_lint_refuses_values_outside_the_schema(helm: Helm) -> None:
+    result = helm.run("lint", "--strict", str(CHART), "--set", "operator.replicas=0", check=False)
+    assert result.returncode != 0
+    assert "/operator/replicas" in result.stdout + result.stderr
+
+
+def test_kube_version_below_1_29_is_refused(helm: Helm) -> None:
+    args = ["template", RELEASE, str(CHART), "--kube-version", "1.28.0"]
+    result = helm.run(*args, check=False)
+    assert result.returncode != 0 and "kubeVersion" in result.stderr
+
+
+# ----------------------------------------------------------------------------- every variant
+
+
+def test_manifests_validate_against_kubernetes_1_33(variant: tuple[str, str]) -> None:
+    validate_manifests([*load_yaml_documents(variant[1]), *copy.deepcopy(project_crds())])
+
+
+def test_manifests_are_gitops_safe(variant: tuple[str, str]) -> None:
+    problems = [p for obj in load_yaml_documents(variant[1]) for p in gitops_problems(obj)]
+    assert problems == []
+
+
+def gitops_problems(obj: Obj) -> list[str]:
+    name = manifests.describe(obj)
+    problems = [f"{name} {path}: null" for path, value in walk(obj) if value is None]
+    problems += [f"{name} {path}: empty" for path, value in walk(obj) if value in ({}, [])]
+    helm_annotations = [a for a in obj["metadata"].get("annotations", {}) if a.startswith("helm.sh/")]
+    if helm_annotations and not is_test_hook(obj):
+        problems.append(f"{name}: Helm annotations {helm_annotations}")
+    return problems
+
+
+def walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    yield path or ".", value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from walk(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from walk(item, f"{path}[{index}]")
+
+
+def test_rendering_is_deterministic(helm: Helm, variant: tuple[str, str]) -> None:
+    name, first = variant
+    assert helm.template(*VARIANTS[name]).stdout == first
+
+
+def test_every_object_has_the_standard_labels(variant: tuple[str, str]) -> None:
+    for obj in load_yaml_documents(variant[1]):
+        labels = obj["metadata"]["labels"]
+        assert labels | STANDARD_LABELS == labels, manifests.describe(obj)
+        assert labels["app.kubernetes.io/component"] in {"operator", "apiserver", "test"}
+
+
+def test_pods_run_under_the_restricted_profile(variant: tuple[str, str]) -> None:
+    specs = [(manifests.describe(o), s) for o in load_yaml_documents(variant[1]) for s in pod_specs(o)]
+    assert len(specs) == 2, "the operator's Deployment and the test Pod"
+    assert [f"{name}: {p}" for name, spec in specs for p in restricted_problems(spec)] == []
+
+
+def pod_specs(obj: Obj) -> list[Obj]:
+    if obj["kind"] == "Pod":
+        return [obj["spec"]]
+    if obj["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}:
+        return [obj["spec"]["template"]["spec"]]
+    if obj["kind"] == "CronJob":
+        return [obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]]
+    return []
+
+
+def restricted_problems(spec: Obj) -> list[str]:
+    pod = spec.get("securityContext", {})
+    problems = [f"spec.{key}" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+    problems += [f"volume {v['name']}: hostPath" for v in spec.get("volumes", []) if "hostPath" in v]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        problems += [f"{container['name']}: {p}" for p in container_problems(pod, container)]
+    return problems
+
+
+def container_problems(pod: Obj, container: Obj) -> list[str]:
+    own = container.get("securityContext", {})
+    effective = pod | own  # runAsNonRoot, runAsUser and seccompProfile may be set on either
+    user = effective.get("runAsUser")
+    checks = {
+        "runAsNonRoot": effective.get("runAsNonRoot") is True,
+        "numeric non-root runAsUser": isinstance(user, int) and not isinstance(user, bool) and user > 0,
+        "seccompProfile RuntimeDefault": effective.get("seccompProfile", {}).get("type") == "RuntimeDefault",
+        "allowPrivilegeEscalation false": own.get("allowPrivilegeEscalation") is False,
+        "capabilities drop ALL": own.get("capabilities", {}).get("drop") == ["ALL"],
+        "no added capabilities": not own.get("capabilities", {}).get("add"),
+        "readOnlyRootFilesystem": own.get("readOnlyRootFilesystem") is True,
+        "not privileged": not own.get("privileged"),
+    }
+    return [check for check, holds in checks.items() if not holds]
+
+
+def test_templates_use_no_generated_or_cluster_values() -> None:
+    for template in sorted((CHART / "templates").rglob("*")):
+        if template.is_file():
+            actions = re.findall(r"\{\{-?\s*(.*?)\s*-?\}\}", template.read_text(), re.S)
+            code = [a for a in actions if not a.startswith("/*")]
+            assert [a for a in code if GENERATED.search(a)] == [], template.name
+
+
+# ----------------------------------------------------------------------------- the operator
+
+
+def test_operator_deployment(helm: Helm) -> None:
+    objs = render(helm)
+    deployment = only(objs, "Deployment", OPERATOR)
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+    assert deployment["spec"]["replicas"] == 1
+    assert set(deployment["spec"]["selector"]["matchLabels"]) == SELECTOR_KEYS
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"].items() >= deployment["spec"]["selector"]["matchLabels"].items()
+    assert pod["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+    assert only(objs, "ServiceAccount", SERVICE_ACCOUNT)["automountServiceAccountToken"] is True
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["operator"]
+    assert_operator_container(pod["spec"]["containers"][0])
+    assert pod["spec"]["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert not [o for o in objs if o["kind"] == "PodDisruptionBudget"], "no PDB for one replica"
+
+
+def assert_operator_container(container: Obj) -> None:
+    assert container["image"] == IMAGE
+    assert container["command"] == ["coreio-operator"]
+    assert container["args"] == [
+        "--all-namespaces",
+        f"--leader-election-namespace={NAMESPACE}",
+        "--liveness-endpoint=http://0.0.0.0:8080/healthz",
+        "--metrics-address=0.0.0.0:9090",
+    ]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe] == {"httpGet": {"path": "/healthz", "port": "health"}}
+    assert container["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+
+
+def test_more_replicas_get_a_disruption_budget(helm: Helm) -> None:
+    objs = render(helm, "operator.replicas=2")
+    deployment = only(objs, "Deployment", OPERATOR)
+    budget = only(objs, "PodDisruptionBudget", OPERATOR)
+    assert deployment["spec"]["replicas"] == 2
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    assert budget["spec"]["maxUnavailable"] == 1
+
+
+def test_watch_namespaces_replace_all_namespaces(helm: Helm) -> None:
+    deployment = only(render(helm, 'operator.watchNamespaces=["team-a","team-b"]'), "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["--namespace=team-a", "--namespace=team-b"]
+    assert "--all-namespaces" not in args
+
+
+def test_pod_settings_from_values(helm: Helm) -> None:
+    pod = only(render(helm, *CUSTOMISED), "Deployment")["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"example.com/team": "platform"}
+    assert pod["metadata"]["labels"]["team"] == "platform"
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
+    assert "podAntiAffinity" in pod["spec"]["affinity"]
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/coreio/coreio:0.2.0"
+
+
+def test_pod_labels_cannot_change_the_selector(helm: Helm) -> None:
+    deployment = only(render(helm, "operator.podLabels.app\\.kubernetes\\.io/component=other"), "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"
+
+
+# ----------------------------------------------------------------------------- the Installation
+
+
+def test_installation_defaults(helm: Helm) -> None:
+    installation = only(render(helm), "Installation", "coreio")
+    assert installation["apiVersion"] == "operator.core.io/v1alpha1"
+    assert installation["metadata"]["namespace"] == NAMESPACE
+    assert installation["spec"] == {"image": IMAGE, "storage": {"type": "sqlite"}}
+
+
+def test_installation_spec_from_values(helm: Helm) -> None:
+    installation = only(render(helm, *CUSTOMISED, "installation.name=prod"), "Installation", "prod")
+    assert installation["spec"] == {
+        "image": "ghcr.io/coreio/coreio:0.2.0",
+        "replicas": 3,
+        "extraArgs": ["--event-ttl=7200"],
+        "storage": {
+            "type": "etcd",
+            "etcd": {"endpoints": ["https://etcd-0.etcd:2379"], "tlsSecretName": "etcd-client"},
+        },
+    }
+    other = only(render(helm, "installation.spec.image=registry.example/coreio:9"), "Installation")
+    assert other["spec"]["image"] == "registry.example/coreio:9"
+
+
+def test_installation_can_be_left_out(helm: Helm) -> None:
+    assert [o for o in render(helm, "installation.create=false") if o["kind"] == "Installation"] == []
+
+
+def test_values_schema_mirrors_the_crd() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    (crd,) = project_crds()
+    crd_spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert property_tree(schema["definitions"]["installationSpec"]) == property_tree(crd_spec)
+
+
+def property_tree(schema: Obj) -> Obj:
+    return {name: property_tree(sub) for name, sub in schema.get("properties", {}).items()}
+
+
+# ----------------------------------------------------------------------------- values.schema.json
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ("operator.replicas=0", "/operator/replicas"),
+        ("operator.replicas=two", "/operator/replicas"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("installation.spec.storage.type=mysql", "/installation/spec/storage/type"),
+        ("installation.spec.storage.type=etcd", "'etcd'"),
+        ("installation.spec.replicas=null", "/installation/spec/replicas"),
+        ("installation.spec.imagepullpolicy=Always", "'imagepullpolicy'"),
+        ('operator.watchNamespaces=["Team_A"]', "/operator/watchNamespaces/0"),
+        ("operator.nodeselector.disk=ssd", "'nodeselector'"),
+        ("nosuchkey=1", "'nosuchkey'"),
+    ],
+)
+def test_schema_refuses(helm: Helm, value: str, field: str) -> None:
+    result = helm.template(value, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert field in result.stderr
+
+
+# ----------------------------------------------------------------------------- RBAC
+
+
+def grants(group: str, resources: list[str], verbs: list[str], names: tuple[str, ...] = ("",)) -> set[Grant]:
+    return {(group, resource, verb, name) for resource in resources for verb in verbs for name in names}
+
+
+def granted(rules: list[Obj]) -> set[Grant]:
+    return {
+        grant
+        for rule in rules
+        for group in rule["apiGroups"]
+        for grant in grants(group, rule["resources"], rule["verbs"], tuple(rule.get("resourceNames", [""])))
+    }
+
+
+CRUD = ["get", "list", "watch", "create", "update", "patch", "delete"]
+READ = ["get", "list", "watch"]
+OPERATOR_GRANTS = {
+    *grants("operator.core.io", ["installations"], ["get", "list", "watch", "patch", "update"]),
+    *grants("operator.core.io", ["installations/status"], ["get", "patch", "update"]),
+    *grants("", ["events"], ["create", "patch"]),
+    *grants("", ["namespaces"], READ),
+    *grants("", ["serviceaccounts", "services", "secrets", "persistentvolumeclaims"], CRUD),
+    *grants("apps", ["deployments"], CRUD),
+    *grants("policy", ["poddisruptionbudgets"], CRUD),
+    *grants("apiregistration.k8s.io", ["apiservices"], CRUD),
+    *grants("rbac.authorization.k8s.io", ["clusterrolebindings", "rolebindings", "clusterroles"], CRUD),
+    *grants("rbac.authorization.k8s.io", ["roles"], READ),
+    *grants("rbac.authorization.k8s.io", ["clusterroles"], ["bind"], ("system:auth-delegator",)),
+    *grants("rbac.authorization.k8s.io", ["roles"], ["bind"], ("extension-apiserver-authentication-reader",)),
+    *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
+    *grants("events.core.io", ["events"], ["get", "list", "watch", "delete", "deletecollection"]),
+}
+
+
+def test_operator_cluster_role_grants_exactly_what_it_needs(helm: Helm) -> None:
+    objs = render(helm)
+    assert granted(only(objs, "ClusterRole", OPERATOR)["rules"]) == OPERATOR_GRANTS
+    binding = only(objs, "ClusterRoleBinding", OPERATOR)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": OPERATOR,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    ]
+
+
+def test_operator_role_holds_its_lease(helm: Helm) -> None:
+    objs = render(helm)
+    role = only(objs, "Role", OPERATOR)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert granted(role["rules"]) == grants(
+        "coordination.k8s.io", ["leases"], ["get", "list", "watch", "create", "update", "patch"]
+    )
+    binding = only(objs, "RoleBinding", OPERATOR)
+    assert binding["roleRef"]["name"] == OPERATOR
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    ]
+
+
+def test_no_role_grants_a_wildcard(helm: Helm) -> None:
+    roles = [o for o in render(helm) if o["kind"] in {"Role", "ClusterRole"}]
+    assert len(roles) == 3
+    for role in roles:
+        for rule in role["rules"]:
+            assert "nonResourceURLs" not in rule
+            assert not [v for v in rule_values(rule) if "*" in v], manifests.describe(role)
+
+
+def rule_values(rule: Obj) -> list[str]:
+    return [v for key in ("apiGroups", "resources", "verbs", "resourceNames") for v in rule.get(key, [])]
+
+
+# ----------------------------------------------------------------------------- helm test, NOTES
+
+
+def test_test_hook_checks_both_apis(helm: Helm) -> None:
+    hooks = [o for o in render(helm) if is_test_hook(o)]
+    test_name = f"{RELEASE}-coreio-test"
+    assert sorted(o["kind"] for o in hooks) == ["ClusterRole", "ClusterRoleBinding", "Pod", "ServiceAccount"]
+    for hook in hooks:
+        policy = hook["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+        assert policy == "before-hook-creation,hook-succeeded"
+        assert hook["metadata"]["name"] == test_name
+    pod = only(hooks, "Pod")["spec"]
+    assert (pod["restartPolicy"], pod["serviceAccountName"]) == ("Never", test_name)
+    assert pod["containers"][0]["command"] == ["coreio-operator", "check-api"]
+    assert pod["containers"][0]["image"] == IMAGE
+    assert granted(only(hooks, "ClusterRole")["rules"]) == {
+        ("rbac.authorization.core.io", "rolebindings", "list", ""),
+        ("events.core.io", "events", "list", ""),
+    }
+
+
+def test_notes_explain_how_to_check_the_installation(helm: Helm) -> None:
+    args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    notes = helm.run(*args).stdout.partition("NOTES:")[2]
+    for command in (
+        f"kubectl get installations -n {NAMESPACE}",
+        "kubectl get apiservices v1.rbac.authorization.core.io v1.events.core.io",
+        "kubectl describe apiservice v1.rbac.authorization.core.io",
+        f"kubectl logs -n {NAMESPACE} deployment/{OPERATOR}",
+        "kubectl get rolebindings.rbac.authorization.core.io -A",
+        "kubectl get events.events.core.io -A",
+        f"helm test {RELEASE} -n {NAMESPACE}",
+    ):
+        assert command in notes
+
+
+# ----------------------------------------------------------------------------- the validator itself
+
+
+def _installation(objs: list[Obj]) -> Obj:
+    return only(objs, "Installation")
+
+
+BROKEN: dict[str, Callable[[list[Obj]], None]] = {
+    "unknown spec field": lambda o: _installation(o)["spec"].update(bogus=1),
+    "enum": lambda o: _installation(o)["spec"]["storage"].update(type="mysql"),
+    "type": lambda o: _installation(o)["spec"].update(replicas="3"),
+    "metadata field": lambda o: _installation(o)["metadata"].update(labelz={"a": "b"}),
+    "name": lambda o: _installation(o)["metadata"].update(name="Not_A_Name"),
+    "built-in field": lambda o: only(o, "Deployment")["spec"].update(replica=1),
+    "unknown kind": lambda o: o.append({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {}}),
+}
+
+
+@pytest.mark.parametrize("by_hand", [False, True], ids=["jsonschema", "by-hand"])
+@pytest.mark.parametrize("breakage", list(BROKEN))
+def test_validator_refuses(helm: Helm, monkeypatch: pytest.MonkeyPatch, breakage: str, by_hand: bool) -> None:
+    if by_hand:
+        monkeypatch.setattr(manifests, "jsonschema", None)
+    objs = render(helm)
+    BROKEN[breakage](objs)
+    with pytest.raises(ManifestError):
+        validate_manifests(objs)
