@@ -182,7 +182,8 @@ def data_claim(inst: Installation) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _meta(inst, inst.data_claim, inst.namespace),
+        # No owner: the data outlives the Installation, as a StatefulSet's volumes do.
+        "metadata": _meta(inst, inst.data_claim, inst.namespace, owned=False),
         "spec": spec,
     }
 

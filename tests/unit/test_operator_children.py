@@ -1,0 +1,183 @@
+"""What the operator renders for an Installation: valid Kubernetes 1.33 objects of the shape the
+issue asks for, the CRD's defaults equal to the typed spec's, and the refusals."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from apiserver_operator import children, reconcile
+from apiserver_operator.children import Installation
+from apiserver_operator.spec import InstallationSpec, parse_spec
+
+from apiserver import pki
+from apiserver.auth.delegated import in_cluster_connection
+from tests.support.manifests import validate_manifests
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "charts" / "coreio" / "crds" / "installations.operator.core.io.yaml"
+JSON = dict[str, Any]
+
+SPECS: dict[str, JSON] = {
+    "sqlite": {},
+    "etcd-tls-3-replicas": {
+        "replicas": 3,
+        "storage": {
+            "type": "etcd",
+            "etcd": {
+                "endpoints": ["https://etcd-0:2379", "https://etcd-1:2379"],
+                "tlsSecretName": "etcd-client",
+            },
+        },
+        "extraArgs": ["--event-ttl=7200"],
+    },
+    "etcd-plain": {"storage": {"type": "etcd", "etcd": {"endpoints": ["http://etcd:2379"], "prefix": "/x"}}},
+}
+
+
+def _installation(spec: JSON, name: str = "coreio") -> Installation:
+    return Installation("coreio-system", name, "0c7a8f1e-0000-4000-8000-000000000001", parse_spec(spec))
+
+
+def _rendered(inst: Installation) -> list[JSON]:
+    ca = pki.create_ca("test-ca")
+    objects = reconcile.desired(inst, ca.cert_pem)
+    objects.append(children.secret(inst, inst.serving_secret, "kubernetes.io/tls", {"tls.crt": "eA=="}, {}))
+    return objects
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_every_rendered_object_validates_against_kubernetes_1_33(case: str) -> None:
+    validate_manifests(_rendered(_installation(SPECS[case])))
+
+
+def _deployment(objects: list[JSON]) -> JSON:
+    found: JSON = next(o for o in objects if o["kind"] == "Deployment")
+    return found
+
+
+def test_etcd_with_replicas_gets_a_rolling_update_a_budget_and_spread() -> None:
+    objects = _rendered(_installation(SPECS["etcd-tls-3-replicas"]))
+    deployment = _deployment(objects)
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]["spec"]
+    assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    ]
+    assert any(o["kind"] == "PodDisruptionBudget" for o in objects)
+    assert not any(o["kind"] == "PersistentVolumeClaim" for o in objects)
+    args = pod["containers"][0]["args"]
+    assert "--etcd-servers=https://etcd-0:2379,https://etcd-1:2379" in args
+    assert "--etcd-cafile=/var/run/secrets/coreio/etcd/ca.crt" in args
+    assert args[-1] == "--event-ttl=7200"
+    assert {"name": "etcd-tls", "secret": {"secretName": "etcd-client"}} in pod["volumes"]
+
+
+def test_sqlite_keeps_its_data_on_a_claim_and_recreates() -> None:
+    objects = _rendered(_installation({}))
+    deployment = _deployment(objects)
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    claim = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    # No ownerReference: deleting the Installation keeps the data, as a StatefulSet keeps volumes.
+    assert "ownerReferences" not in claim["metadata"]
+    assert not any(o["kind"] == "PodDisruptionBudget" for o in objects)
+
+
+def test_restricted_pod_security_profile() -> None:
+    pod = _deployment(_rendered(_installation({})))["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = pod["containers"][0]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/tmp", "/var/lib/coreio", "/var/run/secrets/coreio/serving"} <= mounts
+
+
+def test_api_services_trust_the_bundle_and_never_skip_verification() -> None:
+    inst = _installation({"apiService": {"groupPriorityMinimum": 500}})
+    services = children.api_services(inst, b"PEM")
+    assert [s["metadata"]["name"] for s in services] == ["v1.rbac.authorization.core.io", "v1.events.core.io"]
+    for service in services:
+        spec = service["spec"]
+        assert spec["caBundle"] == base64.b64encode(b"PEM").decode()
+        assert spec["insecureSkipTLSVerify"] is False
+        assert spec["groupPriorityMinimum"] == 500
+        assert spec["service"] == {"namespace": "coreio-system", "name": "coreio", "port": 443}
+        # Cluster-scoped: no namespaced owner; the annotation says whose it is.
+        assert "ownerReferences" not in service["metadata"]
+        assert service["metadata"]["annotations"] == {"operator.core.io/installation": "coreio-system/coreio"}
+
+
+def test_serving_hosts_name_the_service() -> None:
+    assert _installation({}).serving_hosts()[0] == "coreio.coreio-system.svc"
+
+
+def _defaulted(schema: JSON, value: Any) -> Any:
+    """`value` defaulted under `schema` as the API server does: absent fields with a default get
+    it, then objects are walked into."""
+    if not isinstance(value, dict) or "properties" not in schema:
+        return value
+    result = dict(value)
+    for name, sub in schema["properties"].items():
+        if name not in result and "default" in sub:
+            result[name] = copy.deepcopy(sub["default"])
+        if name in result:
+            result[name] = _defaulted(sub, result[name])
+    return result
+
+
+def test_crd_defaults_are_the_typed_spec_defaults() -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    defaulted = _defaulted(schema, {})
+    typed = InstallationSpec().model_dump(by_alias=True, exclude_none=True)
+    assert defaulted == typed
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"metadata": {"name": "c", "namespace": "n"}, "spec": {"replicas": 2}}, "SQLiteSingleReplica"),
+        ({"metadata": {"name": "Bad_Name", "namespace": "n"}, "spec": {}}, "InvalidName"),
+        (
+            {"metadata": {"name": "c", "namespace": "n"}, "spec": {"certificates": {"caLifetime": "1y"}}},
+            "InvalidSpec",
+        ),
+    ],
+)
+def test_refusals_name_the_reason(body: JSON, reason: str) -> None:
+    with pytest.raises(reconcile.Refused) as refused:
+        reconcile.installation(body)
+    assert refused.value.reason == reason
+    assert refused.value.message
+
+
+def test_in_cluster_credentials_as_client_go_reads_them(tmp_path: Path) -> None:
+    ca = pki.create_ca("cluster-ca")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    (tmp_path / "token").write_text("first\n")
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    connection = in_cluster_connection(tmp_path, env)
+    assert connection is not None
+    assert connection.server == "https://10.96.0.1:443"
+    assert connection.headers() == {"Authorization": "Bearer first"}
+    (tmp_path / "token").write_text("rotated")  # the kubelet rotates projected tokens in place
+    assert connection.headers() == {"Authorization": "Bearer rotated"}
+    assert in_cluster_connection(tmp_path, {}) is None
+    assert in_cluster_connection(tmp_path / "absent", env) is None
