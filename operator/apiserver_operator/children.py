@@ -169,8 +169,7 @@ def secret(
     inst: Installation, name: str, kind: str, data: dict[str, str], annotations: dict[str, str]
 ) -> JSON:
     meta = _meta(inst, name, inst.namespace)
-    if annotations:
-        meta["annotations"] = dict(annotations)
+    meta["annotations"].update(annotations)
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": kind, "data": dict(data)}
 
 

@@ -279,6 +279,39 @@ def test_coreio_available_through_the_aggregator(installed: Installed) -> None:
     assert [item["metadata"]["name"] for item in listed["items"]] == ["through-the-cluster"]
 
 
+def _check_api(installed: Installed, account: str, command: list[str]) -> subprocess.CompletedProcess[str]:
+    token = installed.plane.create_token(account, NS, create=False)
+    kubeconfig = installed.plane.user_kubeconfig(installed.directory / f"{account}.kubeconfig", token=token)
+    assert command[0] == "coreio-operator"
+    return subprocess.run(
+        [sys.executable, "-m", "apiserver_operator", *command[1:]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_helm_test_hook_lists_both_resources(installed: Installed) -> None:
+    """What `helm test` runs (no kubelet runs its pod here): the hook pod's command, with a token
+    of the hook's own ServiceAccount and its RBAC as the chart renders them."""
+    hooks = [o for o in yaml.safe_load_all(helm(installed, "get", "hooks", "coreio", "-n", NS)) if o]
+    pod = next(o for o in hooks if o["kind"] == "Pod")
+    installed.plane.apply(*[o for o in hooks if o["kind"] != "Pod"])
+    done = _check_api(installed, pod["spec"]["serviceAccountName"], pod["spec"]["containers"][0]["command"])
+    assert done.returncode == 0, done.stderr
+    assert "rolebindings.rbac.authorization.core.io: ok" in done.stdout
+    assert "events.events.core.io: ok" in done.stdout
+    # Without the hook's RBAC the same check fails, naming the refusal.
+    installed.plane.apply(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": NS}}
+    )
+    refused = _check_api(installed, "nobody", ["coreio-operator", "check-api"])
+    assert refused.returncode == 1 and "Forbidden" in refused.stderr, refused.stderr
+
+
 def test_drift_is_repaired(installed: Installed) -> None:
     plane = installed.plane
     tampered = {"spec": {"insecureSkipTLSVerify": True, "caBundle": None, "groupPriorityMinimum": 9}}

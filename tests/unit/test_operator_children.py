@@ -181,3 +181,10 @@ def test_in_cluster_credentials_as_client_go_reads_them(tmp_path: Path) -> None:
     assert connection.headers() == {"Authorization": "Bearer rotated"}
     assert in_cluster_connection(tmp_path, {}) is None
     assert in_cluster_connection(tmp_path / "absent", env) is None
+
+
+def test_every_child_says_whose_it_is() -> None:
+    inst = _installation({})
+    secret = children.secret(inst, inst.ca_secret, "Opaque", {}, {"operator.core.io/ca-renew-after": "x"})
+    for obj in [*_rendered(inst), secret]:
+        assert obj["metadata"]["annotations"]["operator.core.io/installation"] == "coreio-system/coreio", obj
