@@ -25,6 +25,7 @@ from apiserver import pki
 from tests.support.aggregation import APISERVICES, AggregatedCoreio
 from tests.support.controlplane import ControlPlane
 from tests.support.controlplane_build import kubernetes_version
+from tests.support.helm import Helm
 from tests.support.kubectl import EV, RB, event_yaml, rolebinding_yaml
 
 pytestmark = pytest.mark.e2e
@@ -595,21 +596,10 @@ def test_helm_install_upgrade_uninstall(
     kc = control_plane
     ns = _namespace(kc, f"e2e-helm-{'ssa' if server_side else 'csa'}")
     chart = _chart(tmp_path / "chart")
-    env = {**kc.kubectl_env, "PATH": "/usr/bin:/bin", "HELM_CACHE_HOME": str(tmp_path / "helm-cache")}
-    env["HELM_CONFIG_HOME"] = str(tmp_path / "helm-config")
-    env["HELM_DATA_HOME"] = str(tmp_path / "helm-data")
+    runner = Helm(helm, tmp_path / "helm-home", kubeconfig=kc.kubeconfig)
 
     def helm_run(*args: str) -> str:
-        done = subprocess.run(
-            [str(helm), *args, "--namespace", ns, "--kubeconfig", str(kc.kubeconfig)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-        return done.stdout
+        return runner.run(*args, "--namespace", ns).stdout
 
     side = f"--server-side={'true' if server_side else 'false'}"
     helm_run("install", "demo", str(chart), side, "--wait", "--timeout=60s")

@@ -35,6 +35,7 @@ import yaml
 from cryptography import x509
 
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
+from tests.support.helm import Helm
 from tests.support.pods import EmulatedPod
 from tests.support.server import free_port
 from tests.support.tools import helm_path
@@ -125,24 +126,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: 
 
 
 def helm(installed: Installed, *args: str) -> str:
-    home = installed.directory / "helm"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(installed.plane.home),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    done = subprocess.run(
-        [str(helm_path()), *args, "--kubeconfig", str(installed.plane.kubeconfig)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-    return done.stdout
+    runner = Helm(helm_path(), installed.directory / "helm", kubeconfig=installed.plane.kubeconfig)
+    return runner.run(*args).stdout
 
 
 @pytest.fixture(scope="module")
@@ -552,3 +537,41 @@ def test_deleting_the_installation_removes_its_children(installed: Installed) ->
         assert installed.get(*args) is None, f"{kind}/{name} still there"
     # The data outlives the Installation, as a StatefulSet's volumes do.
     assert installed.get("persistentvolumeclaim", "coreio-data", "-n", NS) is not None
+
+
+def test_etcd_storage_with_replicas(installed: Installed) -> None:
+    """The production shape: etcd storage (the control plane's own etcd, under a prefix of its own),
+    two replicas with a PodDisruptionBudget and topology spread, as the real kube-apiserver takes
+    them."""
+    for pod in installed.pods:
+        pod.stop()
+    plane = installed.plane
+    storage = {"type": "etcd", "etcd": {"endpoints": [plane.etcd.client_url], "prefix": "/coreio-e2e"}}
+    plane.apply(_installation("coreio", NS, {"image": IMAGE, "replicas": 2, "storage": storage}))
+    wait_for("Ready=True", lambda: installed.condition("Ready").get("status") == "True", timeout=60)
+    deployment = installed.get("deployment", "coreio", "-n", NS)
+    assert deployment is not None
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert len(deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]) == 2
+    budget = installed.get("poddisruptionbudget", "coreio", "-n", NS)
+    assert budget is not None and budget["spec"]["maxUnavailable"] == 1
+    service = installed.get("service", "coreio", "-n", NS)
+    assert service is not None
+    pod = EmulatedPod(plane, deployment, service, installed.directory / "pod-etcd")
+    installed.pods.append(pod)
+    pod.start()
+    wait_for("Available=True", lambda: installed.condition("Available").get("status") == "True", timeout=90)
+    plane.run("create", "namespace", "on-etcd")
+    plane.apply(_event("on-etcd", 5) | {"metadata": {"name": "on-etcd", "namespace": "on-etcd"}})
+    listed = plane.json("get", "events.events.core.io", "-n", "on-etcd")
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["on-etcd"]
+
+
+def test_helm_uninstall_after_the_installation(installed: Installed) -> None:
+    installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
+    helm(installed, "uninstall", "coreio", "-n", NS, "--wait", "--timeout=60s")
+    operators = installed.get("deployment", "-n", NS, "-l", "app.kubernetes.io/component=operator")
+    assert operators is not None and operators["items"] == []
+    assert installed.get("apiservice", APISERVICES[0]) is None
+    # Helm keeps CRDs it installed from crds/, and with them any Installation left behind.
+    assert installed.get("crd", "installations.operator.core.io") is not None

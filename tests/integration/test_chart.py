@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import manifests
+from tests.support.helm import Helm
 from tests.support.manifests import ManifestError, load_yaml_documents, project_crds, validate_manifests
 from tests.support.tools import ToolsUnavailable, helm_path
 
@@ -66,27 +66,7 @@ GENERATED = re.compile(
 )
 
 
-class Helm:
-    def __init__(self, binary: Path, home: Path) -> None:
-        self.binary = binary
-        # Helm's config, cache and data in a private place; no cluster.
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": os.devnull,
-        }
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=120
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-        return result
-
+class ChartHelm(Helm):
     def template(self, *sets: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
         return self.run(*args, *set_args(sets), check=check)
@@ -102,22 +82,22 @@ def set_args(sets: tuple[str, ...]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+def helm(tmp_path_factory: pytest.TempPathFactory) -> ChartHelm:
     try:
         binary = helm_path()
     except (ToolsUnavailable, RuntimeError, OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"no helm binary: {exc}")
-    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
+    return ChartHelm(binary, tmp_path_factory.mktemp("helm-home"))
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
-def variant(request: pytest.FixtureRequest, helm: Helm) -> tuple[str, str]:
+def variant(request: pytest.FixtureRequest, helm: ChartHelm) -> tuple[str, str]:
     """(variant name, `helm template` output)."""
     name: str = request.param
     return name, helm.template(*VARIANTS[name]).stdout
 
 
-def render(helm: Helm, *sets: str) -> list[Obj]:
+def render(helm: ChartHelm, *sets: str) -> list[Obj]:
     return load_yaml_documents(helm.template(*sets).stdout)
 
 
@@ -135,18 +115,18 @@ def is_test_hook(obj: Obj) -> bool:
 
 
 @pytest.mark.parametrize("sets", [(), ("operator.replicas=2",), ('operator.watchNamespaces=["a"]',)], ids=str)
-def test_lint_strict(helm: Helm, sets: tuple[str, ...]) -> None:
+def test_lint_strict(helm: ChartHelm, sets: tuple[str, ...]) -> None:
     result = helm.run("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *set_args(sets))
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
-def test_lint_refuses_values_outside_the_schema(helm: Helm) -> None:
+def test_lint_refuses_values_outside_the_schema(helm: ChartHelm) -> None:
     result = helm.run("lint", "--strict", str(CHART), "--set", "operator.replicas=0", check=False)
     assert result.returncode != 0
     assert "/operator/replicas" in result.stdout + result.stderr
 
 
-def test_kube_version_below_1_29_is_refused(helm: Helm) -> None:
+def test_kube_version_below_1_29_is_refused(helm: ChartHelm) -> None:
     args = ["template", RELEASE, str(CHART), "--kube-version", "1.28.0"]
     result = helm.run(*args, check=False)
     assert result.returncode != 0 and "kubeVersion" in result.stderr
@@ -184,7 +164,7 @@ def walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
             yield from walk(item, f"{path}[{index}]")
 
 
-def test_rendering_is_deterministic(helm: Helm, variant: tuple[str, str]) -> None:
+def test_rendering_is_deterministic(helm: ChartHelm, variant: tuple[str, str]) -> None:
     name, first = variant
     assert helm.template(*VARIANTS[name]).stdout == first
 
@@ -249,7 +229,7 @@ def test_templates_use_no_generated_or_cluster_values() -> None:
 # ----------------------------------------------------------------------------- the operator
 
 
-def test_operator_deployment(helm: Helm) -> None:
+def test_operator_deployment(helm: ChartHelm) -> None:
     objs = render(helm)
     deployment = only(objs, "Deployment", OPERATOR)
     assert deployment["metadata"]["namespace"] == NAMESPACE
@@ -284,7 +264,7 @@ def assert_operator_container(container: Obj) -> None:
     assert container["resources"]["requests"] and container["resources"]["limits"]
 
 
-def test_more_replicas_get_a_disruption_budget(helm: Helm) -> None:
+def test_more_replicas_get_a_disruption_budget(helm: ChartHelm) -> None:
     objs = render(helm, "operator.replicas=2")
     deployment = only(objs, "Deployment", OPERATOR)
     budget = only(objs, "PodDisruptionBudget", OPERATOR)
@@ -293,14 +273,14 @@ def test_more_replicas_get_a_disruption_budget(helm: Helm) -> None:
     assert budget["spec"]["maxUnavailable"] == 1
 
 
-def test_watch_namespaces_replace_all_namespaces(helm: Helm) -> None:
+def test_watch_namespaces_replace_all_namespaces(helm: ChartHelm) -> None:
     deployment = only(render(helm, 'operator.watchNamespaces=["team-a","team-b"]'), "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[:2] == ["--namespace=team-a", "--namespace=team-b"]
     assert "--all-namespaces" not in args
 
 
-def test_pod_settings_from_values(helm: Helm) -> None:
+def test_pod_settings_from_values(helm: ChartHelm) -> None:
     pod = only(render(helm, *CUSTOMISED), "Deployment")["spec"]["template"]
     assert pod["metadata"]["annotations"] == {"example.com/team": "platform"}
     assert pod["metadata"]["labels"]["team"] == "platform"
@@ -311,7 +291,7 @@ def test_pod_settings_from_values(helm: Helm) -> None:
     assert pod["spec"]["containers"][0]["image"] == "ghcr.io/coreio/coreio:0.2.0"
 
 
-def test_pod_labels_cannot_change_the_selector(helm: Helm) -> None:
+def test_pod_labels_cannot_change_the_selector(helm: ChartHelm) -> None:
     deployment = only(render(helm, "operator.podLabels.app\\.kubernetes\\.io/component=other"), "Deployment")
     assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"
 
@@ -319,14 +299,14 @@ def test_pod_labels_cannot_change_the_selector(helm: Helm) -> None:
 # ----------------------------------------------------------------------------- the Installation
 
 
-def test_installation_defaults(helm: Helm) -> None:
+def test_installation_defaults(helm: ChartHelm) -> None:
     installation = only(render(helm), "Installation", "coreio")
     assert installation["apiVersion"] == "operator.core.io/v1alpha1"
     assert installation["metadata"]["namespace"] == NAMESPACE
     assert installation["spec"] == {"image": IMAGE, "storage": {"type": "sqlite"}}
 
 
-def test_installation_spec_from_values(helm: Helm) -> None:
+def test_installation_spec_from_values(helm: ChartHelm) -> None:
     installation = only(render(helm, *CUSTOMISED, "installation.name=prod"), "Installation", "prod")
     assert installation["spec"] == {
         "image": "ghcr.io/coreio/coreio:0.2.0",
@@ -341,7 +321,7 @@ def test_installation_spec_from_values(helm: Helm) -> None:
     assert other["spec"]["image"] == "registry.example/coreio:9"
 
 
-def test_installation_can_be_left_out(helm: Helm) -> None:
+def test_installation_can_be_left_out(helm: ChartHelm) -> None:
     assert [o for o in render(helm, "installation.create=false") if o["kind"] == "Installation"] == []
 
 
@@ -374,7 +354,7 @@ def property_tree(schema: Obj) -> Obj:
         ("nosuchkey=1", "'nosuchkey'"),
     ],
 )
-def test_schema_refuses(helm: Helm, value: str, field: str) -> None:
+def test_schema_refuses(helm: ChartHelm, value: str, field: str) -> None:
     result = helm.template(value, check=False)
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
@@ -417,7 +397,7 @@ OPERATOR_GRANTS = {
 }
 
 
-def test_operator_cluster_role_grants_exactly_what_it_needs(helm: Helm) -> None:
+def test_operator_cluster_role_grants_exactly_what_it_needs(helm: ChartHelm) -> None:
     objs = render(helm)
     assert granted(only(objs, "ClusterRole", OPERATOR)["rules"]) == OPERATOR_GRANTS
     binding = only(objs, "ClusterRoleBinding", OPERATOR)
@@ -431,7 +411,7 @@ def test_operator_cluster_role_grants_exactly_what_it_needs(helm: Helm) -> None:
     ]
 
 
-def test_operator_role_holds_its_lease(helm: Helm) -> None:
+def test_operator_role_holds_its_lease(helm: ChartHelm) -> None:
     objs = render(helm)
     role = only(objs, "Role", OPERATOR)
     assert role["metadata"]["namespace"] == NAMESPACE
@@ -445,7 +425,7 @@ def test_operator_role_holds_its_lease(helm: Helm) -> None:
     ]
 
 
-def test_no_role_grants_a_wildcard(helm: Helm) -> None:
+def test_no_role_grants_a_wildcard(helm: ChartHelm) -> None:
     roles = [o for o in render(helm) if o["kind"] in {"Role", "ClusterRole"}]
     assert len(roles) == 3
     for role in roles:
@@ -461,7 +441,7 @@ def rule_values(rule: Obj) -> list[str]:
 # ----------------------------------------------------------------------------- helm test, NOTES
 
 
-def test_test_hook_checks_both_apis(helm: Helm) -> None:
+def test_test_hook_checks_both_apis(helm: ChartHelm) -> None:
     hooks = [o for o in render(helm) if is_test_hook(o)]
     test_name = f"{RELEASE}-coreio-test"
     assert sorted(o["kind"] for o in hooks) == ["ClusterRole", "ClusterRoleBinding", "Pod", "ServiceAccount"]
@@ -479,7 +459,7 @@ def test_test_hook_checks_both_apis(helm: Helm) -> None:
     }
 
 
-def test_notes_explain_how_to_check_the_installation(helm: Helm) -> None:
+def test_notes_explain_how_to_check_the_installation(helm: ChartHelm) -> None:
     args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
     notes = helm.run(*args).stdout.partition("NOTES:")[2]
     for command in (
@@ -514,7 +494,9 @@ BROKEN: dict[str, Callable[[list[Obj]], None]] = {
 
 @pytest.mark.parametrize("by_hand", [False, True], ids=["jsonschema", "by-hand"])
 @pytest.mark.parametrize("breakage", list(BROKEN))
-def test_validator_refuses(helm: Helm, monkeypatch: pytest.MonkeyPatch, breakage: str, by_hand: bool) -> None:
+def test_validator_refuses(
+    helm: ChartHelm, monkeypatch: pytest.MonkeyPatch, breakage: str, by_hand: bool
+) -> None:
     if by_hand:
         monkeypatch.setattr(manifests, "jsonschema", None)
     objs = render(helm)

@@ -6,8 +6,6 @@ storage lives in core Secrets), so the server is reached through kubectl only.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.helm import Helm
 from tests.support.kubectl import EV, RB, Kubectl
 from tests.support.server import ServerProcess
 
@@ -98,28 +97,6 @@ regarding:
   name: {{ .Values.bindingName }}
   namespace: {{ .Release.Namespace }}
 """
-
-
-class Helm:
-    def __init__(self, binary: Path, home: Path) -> None:
-        self.binary = binary
-        # Helm's config, cache and data in a private place: nothing read from or written to the user's.
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": os.devnull,
-        }
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=60
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-        return result
 
 
 @pytest.fixture(scope="module")
