@@ -410,6 +410,10 @@ def test_certificates_rotate_in_both_tiers_without_a_failed_request(installed: I
     new_ca = issuers[1]
     assert any(set(b) == {first_ca, new_ca} for b in bundles), bundles
     assert bundles[-1] == (new_ca,), bundles
+    print(
+        f"rotation: {len(serials)} serving certificates, CAs {issuers}, caBundle states {len(bundles)},"
+        f" {traffic.ok} aggregated requests, {len(traffic.failures)} failed"
+    )
     assert traffic.ok > 100
     assert traffic.failures == [], traffic.failures[:5]
     assert pod.process is not None and pod.process.poll() is None  # reloaded, never restarted
