@@ -507,8 +507,8 @@ def test_leader_election_hands_over(installed: Installed) -> None:
     second_log = installed.directory / "operator-2.log"
     second = installed.start_operator("--reconcile-interval=2", "--identity=second", log=second_log)
     try:
-        time.sleep(4)
-        assert "waiting to lead" in second_log.read_text()
+        wait_for("second operator started", lambda: "waiting to lead" in second_log.read_text(), timeout=30)
+        time.sleep(3)  # a few of its attempts at the Lease
         assert "leading as second" not in second_log.read_text()
         lease = installed.get("lease", "coreio-operator", "-n", NS)
         assert lease is not None and lease["spec"]["holderIdentity"] != "second"
