@@ -28,6 +28,7 @@ import aiohttp
 
 from apiserver.gofmt import parse_go_duration
 from apiserver.objectmeta import format_time
+from apiserver.resources.printing import parse_time
 from apiserver_operator import metrics
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import EventRetention
@@ -136,16 +137,6 @@ class _Entry:
         return Victim(self.namespace, self.name, self.uid, self.resource_version, rule)
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
@@ -161,7 +152,7 @@ def last_observed(event: JSON) -> datetime | None:
         event.get("deprecatedLastTimestamp"),
         metadata.get("creationTimestamp") if isinstance(metadata, dict) else None,
     ):
-        if (moment := _parse_time(value)) is not None:
+        if (moment := parse_time(value)) is not None:
             return moment
     return None
 
