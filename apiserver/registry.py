@@ -1,9 +1,9 @@
 """The generic store of one kind: metadata, create/update/patch/delete/list/watch over `Storage`.
 
 It plays the part of k8s.io/apiserver's `registry/generic/registry.Store`: it owns system metadata
-(uid, creationTimestamp, generation, deletionTimestamp), preconditions, optimistic concurrency,
-dry-run, finalizers, field validation, managedFields and server-side apply (through
-`managedfields.FieldManager`), and knows nothing of HTTP. Objects are plain dicts;
+(uid, creationTimestamp, deletionTimestamp; generation is kept, never moved), preconditions,
+optimistic concurrency, dry-run, finalizers, field validation, managedFields and server-side apply
+(through `managedfields.FieldManager`), and knows nothing of HTTP. Objects are plain dicts;
 `metadata.resourceVersion` is the storage revision, set on every read and never stored.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from apiserver import continue_token, errors, managedfields, objectmeta
+from apiserver import continue_token, deletion, errors, managedfields, objectmeta
 from apiserver.auth.user import UserInfo
 from apiserver.errors import GroupResource, StatusError
 from apiserver.managedfields import FieldManager
@@ -32,6 +32,7 @@ from apiserver.options import (
     WriteOptions,
 )
 from apiserver.resources.base import ResourceKind
+from apiserver.resources.meta import validate_common_object_meta_update
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
@@ -379,7 +380,8 @@ class ResourceStore:
         meta.pop("deletionTimestamp", None)
         meta.pop("deletionGracePeriodSeconds", None)
         meta.pop("selfLink", None)
-        meta["generation"] = 1
+        # No generation of the server's: upstream leaves it to the kind's strategy, and neither
+        # kind's sets one, so the field stays absent unless the request itself carries it.
         self.kind.prepare_for_create(obj)
 
     def _check_namespace(self, meta: JSON, namespace: str) -> None:
@@ -542,7 +544,7 @@ class ResourceStore:
             self._prepare_update(new, old)
             if self.admission is not None:
                 await self.admission(opts.user, namespace, new, old)
-            self._validate(new, self.kind.validate_update(new, old))
+            self._validate(new, self._update_errors(new, old))
             managedfields.restore_unchanged_times(new, old)
             if self._same_content(new, old):
                 return WriteResult(old, warnings=warnings)
@@ -613,12 +615,21 @@ class ResourceStore:
             meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         meta["resourceVersion"] = old_meta["resourceVersion"]
         meta.pop("selfLink", None)
+        # A request cannot set generation (rest.BeforeUpdate keeps the stored one) and neither
+        # kind's strategy moves it on a change.
+        if old_meta.get("generation"):
+            meta["generation"] = old_meta["generation"]
+        else:
+            meta.pop("generation", None)
         self.kind.prepare_for_update(new, old)
-        # Generation counts changes outside metadata, as for every kind with a spec upstream.
-        generation = int(old_meta.get("generation") or 1)
-        spec_new = {k: v for k, v in new.items() if k != "metadata"}
-        spec_old = {k: v for k, v in old.items() if k != "metadata"}
-        meta["generation"] = generation + 1 if spec_new != spec_old else generation
+
+    def _update_errors(self, new: JSON, old: JSON) -> FieldErrors:
+        """rest.BeforeUpdate's checks of any kind's metadata, then the kind's own: kube-apiserver
+        reports an error of both in each (twice in the causes, once in the message), in that order."""
+        common = validate_common_object_meta_update(
+            new["metadata"], old["metadata"], namespaced=self.kind.namespaced
+        )
+        return common + self.kind.validate_update(new, old)
 
     @staticmethod
     def _same_content(new: JSON, old: JSON) -> bool:
@@ -634,45 +645,33 @@ class ResourceStore:
             if kv is None:
                 raise errors.not_found_error(self.gr, name)
             obj = self._from_kv(kv)
-            meta = obj["metadata"]
-            self._check_preconditions(opts, meta, name)
-            if meta.get("finalizers"):
-                if meta.get("deletionTimestamp"):
-                    return DeleteResult(obj, deleted=False)
-                marked = copy.deepcopy(obj)
-                marked["metadata"]["deletionTimestamp"] = objectmeta.format_time(objectmeta.now())
-                marked["metadata"]["deletionGracePeriodSeconds"] = 0
-                # Marking for deletion is a change controllers must see: generation moves on.
-                if int(marked["metadata"].get("generation") or 0) > 0:
-                    marked["metadata"]["generation"] = int(marked["metadata"]["generation"]) + 1
-                if opts.dry_run:
-                    return DeleteResult(marked, deleted=False)
-                try:
-                    stored = await self.storage.update(
-                        key,
-                        self._encode_for_storage(marked),
-                        expected_revision=kv.mod_revision,
-                        ttl=self.ttl_seconds,
-                    )
-                except RevisionConflictError as exc:
-                    kv = exc.current
-                    continue
-                except KeyNotFoundError:
-                    kv = None
-                    continue
-                return DeleteResult(self._from_kv(stored), deleted=False)
-            if opts.dry_run:
-                return DeleteResult(obj, deleted=True)
+            self._check_preconditions(opts, obj["metadata"], name)
+            marked = deletion.mark_for_deletion(obj, opts, garbage_collected=self.kind.garbage_collected)
             try:
-                gone = await self.storage.delete(key, expected_revision=kv.mod_revision)
+                if marked is None:
+                    return await self._remove(key, kv, obj, opts.dry_run)
+                return await self._mark(key, kv, obj, marked, opts.dry_run)
             except RevisionConflictError as exc:
                 kv = exc.current
-                continue
             except KeyNotFoundError:
                 kv = None
-                continue
-            return DeleteResult(self._from_kv(gone), deleted=True)
         raise errors.conflict_error(self.gr, name, "too many concurrent updates; please try again")
+
+    async def _mark(self, key: str, kv: KeyValue, obj: JSON, marked: JSON, dry_run: bool) -> DeleteResult:
+        """Stores the object as held by its finalizers; a delete that changes nothing (the object
+        is already marked) writes nothing, as upstream's no-op update."""
+        if dry_run or marked == obj:
+            return DeleteResult(marked, deleted=False)
+        stored = await self.storage.update(
+            key, self._encode_for_storage(marked), expected_revision=kv.mod_revision, ttl=self.ttl_seconds
+        )
+        return DeleteResult(self._from_kv(stored), deleted=False)
+
+    async def _remove(self, key: str, kv: KeyValue, obj: JSON, dry_run: bool) -> DeleteResult:
+        if dry_run:
+            return DeleteResult(obj, deleted=True)
+        gone = await self.storage.delete(key, expected_revision=kv.mod_revision)
+        return DeleteResult(self._from_kv(gone), deleted=True)
 
     def _check_preconditions(self, opts: DeleteOptions, meta: JSON, name: str) -> None:
         """DeleteOptions.preconditions, worded as upstream's rest.BeforeDelete words them."""

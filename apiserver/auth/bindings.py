@@ -3,9 +3,9 @@
 `BindingIndex` keeps namespace -> RoleBindings current from the registry's list+watch (an informer
 over our own storage), so that authorizing reads no storage. Each new revision of a binding is
 handed to a checker (the authorizer's `check_binding`), which reports its part-7 problems;
-`ProblemReporter` lets each through once per revision, and `ProblemRecorder` is where they land:
-a log line, a counter (`coreio_rbac_binding_errors_total{reason}`) and a Warning Event
-(events.core.io/v1) regarding the RoleBinding.
+`ProblemReporter` lets each through once per revision, and `ProblemRecorder` is where they land,
+each on its own: a log line, a counter (`coreio_rbac_binding_errors_total{reason}`) and a Warning
+Event (events.core.io/v1) regarding the RoleBinding.
 """
 
 from __future__ import annotations
@@ -223,6 +223,7 @@ def warning_event(
 ) -> JSON:
     """The events.core.io/v1 Warning Event recording `problem`, regarding its RoleBinding."""
     moment = now or datetime.datetime.now(datetime.UTC)
+    since_epoch = moment - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     regarding: JSON = {
         "kind": "RoleBinding",
         "namespace": problem.namespace,
@@ -240,7 +241,7 @@ def warning_event(
         "apiVersion": EVENTS_API_VERSION,
         "kind": "Event",
         "metadata": {
-            "name": event_name(problem.name, int(moment.timestamp() * 1e9)),
+            "name": event_name(problem.name, since_epoch // datetime.timedelta(microseconds=1) * 1000),
             "namespace": problem.namespace,
         },
         "eventTime": moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -257,7 +258,13 @@ def warning_event(
 class ProblemRecorder:
     """The sink of part-7 problems (a `ProblemReporter` hook): logs each, counts it by reason, and
     queues a Warning Event that `run()` writes with `write_event` (e.g. the events store's create).
-    Never blocks authorization: a full queue drops Events (the log line and the count remain)."""
+    Never blocks authorization: a full queue drops Events (the log line and the count remain).
+
+    One Event per problem, not one per binding listing them all: an Event has a single reason, so
+    each keeps the counter's reason label and can be selected by it (`fieldSelector=reason=...`);
+    and a binding's problems are found at different times (its own when it changes, its roleRef's
+    when roles change), which one Event per binding could only follow by reporting again what it
+    already reported."""
 
     def __init__(
         self,
@@ -266,23 +273,36 @@ class ProblemRecorder:
         controller: str = REPORTING_CONTROLLER,
         instance: str = "",
         queue_size: int = 1000,
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.write_event = write_event
+        self.clock = clock
         self.controller = controller
         self.instance = instance or socket.gethostname()
         self.counts: dict[str, int] = {}
         self.dropped = 0
         self._queue: asyncio.Queue[JSON] = asyncio.Queue(maxsize=queue_size)
+        self._last_moment: datetime.datetime | None = None
 
     def __call__(self, problem: BindingProblem) -> None:
         log.warning("RBAC: %s (grants nothing until fixed)", problem)
         self.counts[problem.reason.value] = self.counts.get(problem.reason.value, 0) + 1
         if self.write_event is None:
             return
+        event = warning_event(problem, controller=self.controller, instance=self.instance, now=self._moment())
         try:
-            self._queue.put_nowait(warning_event(problem, controller=self.controller, instance=self.instance))
+            self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
+
+    def _moment(self) -> datetime.datetime:
+        # A binding's problems are recorded together, and an Event's name is the binding's plus the
+        # moment: each moment is later than the one before, so that no Event takes another's name.
+        now = self.clock()
+        if self._last_moment is not None and now <= self._last_moment:
+            now = self._last_moment + datetime.timedelta(microseconds=1)
+        self._last_moment = now
+        return now
 
     async def run(self) -> None:
         """Writes queued Events forever (run it as a task)."""

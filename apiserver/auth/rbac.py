@@ -15,8 +15,10 @@ rbac.authorization.k8s.io; an empty group counts as the default), ServiceAccount
 Part 7 of the interface makes three conditions errors the authorizer reports: a roleRef that cannot
 be resolved, a subject kind it does not recognise, and a User or Group subject with a namespace. A
 binding with any of them grants nothing (its other subjects and rules included), the others still
-apply, and each condition goes to the `ProblemReporter` once per binding revision, from where the
-server logs it, counts it and records a Warning Event (`apiserver.auth.bindings.ProblemRecorder`).
+apply. Every condition of a binding is found, none hiding another (a bad subject does not keep its
+roleRef from being resolved), and each goes to the `ProblemReporter` once per binding revision, from
+where the server logs it, counts it and records a Warning Event for it
+(`apiserver.auth.bindings.ProblemRecorder`).
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ class Binding:
             return BindingProblem(namespace, name, uid, version, reason, message)
 
         problems: list[BindingProblem] = []
-        if role_ref.api_group not in ("", GROUP) or role_ref.kind not in (ROLE_KIND, CLUSTER_ROLE_KIND):
+        if not role_ref_supported(role_ref):
             problems.append(problem(ProblemReason.UNRESOLVABLE_ROLE_REF, unsupported_role_ref(role_ref)))
         for index, subject in enumerate(subjects):
             if not subject.recognized():
@@ -239,6 +241,11 @@ class Binding:
 
     def problem(self, reason: ProblemReason, message: str) -> BindingProblem:
         return BindingProblem(self.namespace, self.name, self.uid, self.resource_version, reason, message)
+
+
+def role_ref_supported(ref: RoleRef) -> bool:
+    """A Role or ClusterRole of our group (or the default one): what a role source can resolve."""
+    return ref.api_group in ("", GROUP) and ref.kind in (ROLE_KIND, CLUSTER_ROLE_KIND)
 
 
 def unsupported_role_ref(ref: RoleRef) -> str:
@@ -363,7 +370,7 @@ class RBACAuthorizer:
         """The rules a roleRef names in a binding of `namespace` (upstream's GetRoleReferenceRules),
         with upstream's lister wording for a missing role, e.g.
         `clusterrole.rbac.authorization.k8s.io "x" not found`."""
-        if ref.api_group not in ("", GROUP) or ref.kind not in (ROLE_KIND, CLUSTER_ROLE_KIND):
+        if not role_ref_supported(ref):
             raise RoleRefError(unsupported_role_ref(ref), not_found=False)
         if not self.roles.ready:
             raise RolesNotReady("roles are not synced yet")
@@ -377,17 +384,37 @@ class RBACAuthorizer:
         return role.rules
 
     def binding_rules(self, binding: Binding) -> tuple[PolicyRule, ...]:
-        """The rules of a binding; its problems (static or of resolution) are reported and raise
-        `RoleRefError`/`BindingProblemError`; `RolesNotReady` passes through unreported."""
-        if binding.problems:
-            for problem in binding.problems:
-                self._report(problem)
-            raise BindingProblemError(binding.problems)
+        """The rules of a binding. Every problem it has is reported, its own and its roleRef's
+        resolution alike, so that none hides another. A roleRef that alone fails to resolve raises
+        its `RoleRefError` (upstream's wording); any other problem raises `BindingProblemError`
+        naming them all. `RolesNotReady` passes through unreported when nothing else is wrong."""
+        problems = list(binding.problems)
+        rules: tuple[PolicyRule, ...] = ()
+        unresolved: RoleRefError | None = None
         try:
-            return self.role_ref_rules(binding.role_ref, binding.namespace)
+            rules = self._role_ref_rules(binding)
         except RoleRefError as exc:
-            self._report(binding.problem(ProblemReason.UNRESOLVABLE_ROLE_REF, str(exc)))
-            raise
+            unresolved = exc
+            problems.insert(0, binding.problem(ProblemReason.UNRESOLVABLE_ROLE_REF, str(exc)))
+        except RolesNotReady:
+            # The roleRef waits for the roles' first sync (which re-checks every binding); the
+            # binding's own problems need no roles and are reported now.
+            if not problems:
+                raise
+        for problem in problems:
+            self._report(problem)
+        if unresolved is not None and len(problems) == 1:
+            raise unresolved
+        if problems:
+            raise BindingProblemError(problems)
+        return rules
+
+    def _role_ref_rules(self, binding: Binding) -> tuple[PolicyRule, ...]:
+        # An unsupported roleRef is already one of the binding's own problems: resolving it would
+        # only name it a second time.
+        if not role_ref_supported(binding.role_ref):
+            return ()
+        return self.role_ref_rules(binding.role_ref, binding.namespace)
 
     def check_binding(self, binding: Binding) -> None:
         """Reports the binding's problems, resolution included (for an index to call on changes)."""

@@ -22,7 +22,7 @@ from apiserver.http.responses import (
     success_status,
 )
 from apiserver.http.watchstream import stream_watch, watch_timeout
-from apiserver.options import WriteOptions, delete_options_from_body
+from apiserver.options import DeleteOptions, WriteOptions, delete_options_from_body
 from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
 from apiserver.registry import ResourceStore
 from apiserver.selectors import escape_field_value, parse_field_selector
@@ -252,7 +252,7 @@ class ApiHandler:
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
 
-    async def _delete_options(self, request: web.Request) -> Any:
+    async def _delete_options(self, request: web.Request) -> DeleteOptions:
         opts = query.delete_options(request.query)
         body = await request.read()
         if body.strip():
@@ -267,8 +267,11 @@ class ApiHandler:
         assert route.name is not None
         result = await route.store.delete(_ns(route), route.name, opts)
         if not result.deleted:
-            # Finalizers hold it: the object, now carrying deletionTimestamp.
-            return object_response(request, result.obj, status=202)
+            # Finalizers hold it: the object, now carrying deletionTimestamp. As upstream, 202 only
+            # for a client that asked for cascading deletion the deprecated way
+            # (orphanDependents=false); answering 202 to every held delete would break older clients.
+            status = 202 if opts.orphan_dependents is False else 200
+            return object_response(request, result.obj, status=status)
         kind = route.store.kind
         details = {
             "name": route.name,

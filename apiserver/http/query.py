@@ -55,7 +55,7 @@ def list_options(query: Query, kind: ResourceKind, *, watch: bool = False) -> Li
     field = query.get("fieldSelector")
     if field:
         opts.field_selector = parse_field_selector(
-            field, kind.selectable_field_names, unsupported=kind.field_label_error
+            field, kind.field_labels, unsupported=kind.field_label_error
         )
     limit = _int(query, "limit")
     opts.limit = limit if limit and limit > 0 else 0

@@ -9,6 +9,7 @@ omitempty applied, scheme defaults set. Everything else is the strategy of k8s.i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -18,7 +19,7 @@ from pydantic import BaseModel
 from apiserver.errors import FieldError
 from apiserver.patch import PatchSchema
 from apiserver.resources.printing import TableColumn, rfc3339
-from apiserver.selectors import field_label_not_known, field_label_not_supported
+from apiserver.selectors import DEFAULT_SELECTABLE_FIELDS, field_label_not_known, field_label_not_supported
 
 JSON = dict[str, Any]
 
@@ -49,9 +50,11 @@ class ResourceKind(ABC):
     model: ClassVar[type[BaseModel]]
     # How strategic merge patch treats the kind's lists (merge keys, atomic lists).
     patch_schema: ClassVar[PatchSchema]
-    # Whether upstream registers a field label conversion of its own for the kind (Event does,
-    # RoleBinding does not); it decides the wording of an unsupported field selector error.
-    own_field_label_conversion: ClassVar[bool] = False
+    # The field label conversion upstream registers for the kind, if any (Event has one,
+    # RoleBinding does not): each label a field selector may name -> the key of `selectable_fields`
+    # it matches. None: upstream's default (metadata.name and metadata.namespace, unchanged). It
+    # also decides the wording of the refusal of any other label.
+    field_label_conversion: ClassVar[Mapping[str, str] | None] = None
     # Server-side printing: every column upstream's printer defines for the kind, wide ones
     # (priority 1) included, since the server always prints wide and kubectl drops what it hides.
     # Empty: upstream's generic convertor (rest.NewDefaultTableConvertor), Name and Created At,
@@ -59,6 +62,9 @@ class ResourceKind(ABC):
     table_columns: ClassVar[tuple[TableColumn, ...]] = ()
     # The Go type upstream's handlers name in conversion errors (`*rbac.RoleBinding`).
     go_type: ClassVar[str] = ""
+    # Whether a delete's propagation options set the garbage collector's finalizers (orphan,
+    # foregroundDeletion); False where upstream's strategy declares the Unsupported policy.
+    garbage_collected: ClassVar[bool] = True
 
     @property
     def api_version(self) -> str:
@@ -85,15 +91,22 @@ class ResourceKind(ABC):
     def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
         """All errors of an update from `old` to `obj` (including immutability)."""
 
+    @property
+    def field_labels(self) -> Mapping[str, str]:
+        """The labels a field selector may name, each with the field it matches (the conversion)."""
+        if self.field_label_conversion is not None:
+            return self.field_label_conversion
+        return {label: label for label in DEFAULT_SELECTABLE_FIELDS}
+
     def field_label_error(self, label: str) -> str:
-        """The message for a field selector on a field the kind does not offer."""
-        if self.own_field_label_conversion:
+        """The message for a field selector on a label the kind's conversion refuses."""
+        if self.field_label_conversion is not None:
             return field_label_not_supported(label)
         return field_label_not_known(label)
 
     @property
     def selectable_field_names(self) -> frozenset[str]:
-        """The field selector keys this kind accepts (the keys of any object's field set)."""
+        """The keys of any object's field set: what an already converted selector may name."""
         return frozenset(self.selectable_fields({"metadata": {}}))
 
     @abstractmethod

@@ -9,7 +9,9 @@ deprecatedCount for count, ...).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
@@ -414,6 +416,44 @@ def table_row(obj: JSON, now: datetime) -> list[Any]:
     ]
 
 
+# ----------------------------------------------------------------------------- field selectors
+
+_REGARDING_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
+def selectable_fields(obj: JSON) -> dict[str, str]:
+    """The field set selectors match: upstream's ToSelectableFields of the core Event that an
+    events.k8s.io Event is stored as, so under the core type's names (involvedObject.*,
+    reportingComponent, source). `FIELD_LABEL_CONVERSION` maps this API's labels onto them."""
+    regarding = _d(obj, "regarding")
+    controller = _s(obj, "reportingController")
+    fields = object_meta_fields(obj)
+    for key in _REGARDING_FIELDS:
+        fields[f"involvedObject.{key}"] = _s(regarding, key)
+    fields["reason"] = _s(obj, "reason")
+    fields["reportingComponent"] = controller
+    # The core Event's source.component, or the reporting controller of a new-style Event.
+    fields["source"] = _source(obj)[0] or controller
+    fields["type"] = _s(obj, "type")
+    return fields
+
+
+# events.k8s.io/v1's field label conversion (AddFieldLabelConversionsForEvent): the labels a field
+# selector may name, each with the field of `selectable_fields` it matches. Any other label is
+# refused with "field label not supported: <label>", the core names of the field set (source,
+# reportingComponent, involvedObject.*) and reportingInstance included, as kube-apiserver v1.33 does.
+FIELD_LABEL_CONVERSION: Mapping[str, str] = MappingProxyType(
+    {
+        "metadata.name": "metadata.name",
+        "metadata.namespace": "metadata.namespace",
+        "reason": "reason",
+        "type": "type",
+        "reportingController": "reportingComponent",
+        **{f"regarding.{key}": f"involvedObject.{key}" for key in _REGARDING_FIELDS},
+    }
+)
+
+
 # ----------------------------------------------------------------------------- strategy
 
 
@@ -428,10 +468,13 @@ class EventKind(ResourceKind):
     model: ClassVar[type[BaseModel]] = Event
     # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
     patch_schema: ClassVar[PatchSchema] = EVENT_PATCH_SCHEMA
-    own_field_label_conversion: ClassVar[bool] = True
+    field_label_conversion: ClassVar[Mapping[str, str] | None] = FIELD_LABEL_CONVERSION
     table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
     # events.k8s.io Events are stored and served as the internal core Event.
     go_type: ClassVar[str] = "core.Event"
+    # The core Event strategy's garbage collection policy is Unsupported: a delete never adds the
+    # orphan or foregroundDeletion finalizer (and drops one the Event carries).
+    garbage_collected: ClassVar[bool] = False
 
     def decode(self, data: JSON) -> Decoded:
         return decode_object(Event, data, kind=self.kind, version=self.version)
@@ -449,14 +492,7 @@ class EventKind(ResourceKind):
         return validate_event_update(obj, old)
 
     def selectable_fields(self, obj: JSON) -> dict[str, str]:
-        """The field labels of events.k8s.io/v1, plus reportingInstance."""
-        regarding = _d(obj, "regarding")
-        fields = object_meta_fields(obj)
-        for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"):
-            fields[f"regarding.{key}"] = _s(regarding, key)
-        for key in ("reason", "reportingController", "reportingInstance", "type"):
-            fields[key] = _s(obj, key)
-        return fields
+        return selectable_fields(obj)
 
     def table_row(self, obj: JSON, now: datetime) -> list[Any]:
         return table_row(obj, now)

@@ -15,7 +15,8 @@ def test_create_sets_system_metadata(api: Api) -> None:
     meta = created.json["metadata"]
     assert meta["uid"] != "client-uid" and len(meta["uid"]) == 36
     assert meta["creationTimestamp"] != "2001-01-01T00:00:00Z" and meta["creationTimestamp"].endswith("Z")
-    assert meta["namespace"] == "w" and meta["generation"] == 1
+    # No generation: upstream's strategies for these kinds never set one.
+    assert meta["namespace"] == "w" and "generation" not in meta
     assert api.get(rb_path("w", "meta")).json == created.json
 
 
@@ -42,13 +43,33 @@ def test_immutable_metadata_on_update(api: Api) -> None:
     assert updated["metadata"]["creationTimestamp"] == created["metadata"]["creationTimestamp"]
 
 
-def test_generation_counts_changes_outside_metadata(api: Api) -> None:
+def test_no_generation_on_create_update_or_patch(api: Api) -> None:
     created = api.post(rb_path("w"), rolebinding("gen")).json
     labelled = api.patch(rb_path("w", "gen"), {"metadata": {"labels": {"a": "b"}}}).json
-    assert labelled["metadata"]["generation"] == 1
     more = api.patch(rb_path("w", "gen"), {"subjects": [{"kind": "Group", "name": "g"}]}).json
-    assert more["metadata"]["generation"] == 2
-    assert created["metadata"]["uid"] == more["metadata"]["uid"]
+    replaced = api.put(rb_path("w", "gen"), dict(more, subjects=[{"kind": "User", "name": "u"}])).json
+    for obj in (created, labelled, more, replaced):
+        assert "generation" not in obj["metadata"]
+    assert replaced["subjects"] == [{"kind": "User", "name": "u", "apiGroup": "rbac.authorization.core.io"}]
+    note = api.post(ev_path("w"), event("gen", "w")).json
+    assert "generation" not in note["metadata"]
+    noted = api.patch(ev_path("w", "gen"), {"metadata": {"labels": {"a": "b"}}}).json
+    assert "generation" not in noted["metadata"]
+
+
+def test_a_generation_set_at_creation_is_kept_and_never_moves(api: Api) -> None:
+    # Upstream's create leaves generation as the request set it; updates cannot change it.
+    body = rolebinding("gen5")
+    body["metadata"]["generation"] = 5
+    assert api.post(rb_path("w"), body).json["metadata"]["generation"] == 5
+    patched = api.patch(rb_path("w", "gen5"), {"metadata": {"generation": 9, "labels": {"a": "b"}}})
+    assert patched.status == 200 and patched.json["metadata"]["generation"] == 5
+    lower = dict(patched.json, metadata=dict(patched.json["metadata"], generation=1))
+    assert api.put(rb_path("w", "gen5"), lower).json["metadata"]["generation"] == 5
+    put_created = api.put(
+        rb_path("w", "gen3"), rolebinding("gen3", metadata={"name": "gen3", "generation": 3})
+    )
+    assert put_created.status == 201 and put_created.json["metadata"]["generation"] == 3
 
 
 def test_noop_update_keeps_resource_version(api: Api) -> None:
@@ -180,7 +201,10 @@ def test_delete_options_are_checked(api: Api) -> None:
     bad = api.delete(f"{rb_path('w', 'opts')}?propagationPolicy=Sometimes")
     assert bad.status == 422
     ok = api.delete(f"{rb_path('w', 'opts')}?propagationPolicy=Foreground&gracePeriodSeconds=0")
-    assert ok.status == 200
+    # Foreground leaves it to the garbage collector, as upstream: held by its finalizer.
+    assert ok.status == 200 and ok.json["metadata"]["finalizers"] == ["foregroundDeletion"]
+    api.patch(rb_path("w", "opts"), {"metadata": {"finalizers": None}})
+    assert api.get(rb_path("w", "opts")).status == 404
 
 
 def test_delete_collection_with_selector(api: Api) -> None:
@@ -226,13 +250,26 @@ def test_put_with_a_uid_is_a_precondition(api: Api) -> None:
     assert api.get(rb_path("w", "uidpre")).status == 404
 
 
-def test_marking_for_deletion_bumps_generation(api: Api) -> None:
+def test_marking_for_deletion_leaves_generation_absent(api: Api) -> None:
     body = rolebinding("markgen")
     body["metadata"]["finalizers"] = ["example.com/hold"]
-    created = api.post(rb_path("w"), body).json
+    api.post(rb_path("w"), body)
     marked = api.delete(rb_path("w", "markgen")).json
-    assert marked["metadata"]["generation"] == created["metadata"]["generation"] + 1
+    assert marked["metadata"]["deletionTimestamp"] and "generation" not in marked["metadata"]
     api.patch(rb_path("w", "markgen"), {"metadata": {"finalizers": None}})
+
+
+def test_marking_for_deletion_moves_a_generation_set_at_creation_once(api: Api) -> None:
+    body = event("markgen5", "w")
+    body["metadata"].update(generation=5, finalizers=["example.com/hold"])
+    api.post(ev_path("w"), body)
+    marked = api.delete(ev_path("w", "markgen5")).json
+    assert marked["metadata"]["generation"] == 6
+    # Deleting it again changes nothing, the generation included.
+    again = api.delete(ev_path("w", "markgen5")).json
+    assert again["metadata"]["generation"] == 6
+    assert again["metadata"]["resourceVersion"] == marked["metadata"]["resourceVersion"]
+    api.patch(ev_path("w", "markgen5"), {"metadata": {"finalizers": None}})
 
 
 def test_force_on_a_non_apply_patch_is_422(api: Api) -> None:

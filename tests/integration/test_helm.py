@@ -213,7 +213,8 @@ def test_rendered_chart_applied_server_side(
         {"kind": "ServiceAccount", "name": "deployer", "namespace": namespace},
         {"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.core.io"},
     ]
-    assert binding["metadata"]["generation"] == 2
+    # As kube-apiserver: a RoleBinding carries no generation, however often it changes.
+    assert "generation" not in binding["metadata"]
 
     refused = kubectl_cli.run(
         "apply",

@@ -92,6 +92,12 @@ def test_group_and_service_account_subjects(api: Api, as_user: Callable[..., Use
     assert robot.delete(ev_path("team-d", "by-carol")).status == 403
 
 
+def _binding_warnings(api: Api, namespace: str) -> set[tuple[str, str]]:
+    """(binding, reason) of the Warning Events regarding RoleBindings in `namespace`."""
+    warnings = api.get(f"{ev_path(namespace)}?fieldSelector=type%3DWarning,regarding.kind%3DRoleBinding")
+    return {(w["regarding"]["name"], w["reason"]) for w in warnings.json["items"]}
+
+
 def test_part7_errors_are_reported_and_grant_nothing(
     api: Api, as_user: Callable[..., UserApi], server: ServerProcess
 ) -> None:
@@ -99,30 +105,43 @@ def test_part7_errors_are_reported_and_grant_nothing(
     # (An unknown subject kind is refused by validation, as upstream; the authorizer meets one only in
     # data written around the API, which tests/unit/test_rbac.py covers.)
     bind(api, "team-e", "namespaced-user", "view", [{"kind": "User", "name": "dave", "namespace": "team-e"}])
-    dave = as_user("dave")
-    reasons: set[str] = set()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and len(reasons) < 2:
-        assert dave.get(ev_path("team-e")).status == 403  # none of the bad bindings grants anything
-        warnings = api.get(f"{ev_path('team-e')}?fieldSelector=type%3DWarning").json["items"]
-        reasons = {w["reason"] for w in warnings if w.get("regarding", {}).get("kind") == "RoleBinding"}
-        time.sleep(0.2)
-    assert reasons == {"UnresolvableRoleRef", "NamespacedSubject"}
-    regarding = {
-        w["regarding"]["name"]
-        for w in api.get(f"{ev_path('team-e')}?fieldSelector=type%3DWarning").json["items"]
+    # Two problems in one binding: each is reported, neither hides the other.
+    bind(api, "team-e", "both-wrong", "no-such-role", [{"kind": "Group", "name": "devs", "namespace": "x"}])
+    dave = as_user("dave", ("devs",))
+    expected = {
+        ("ghost-role", "UnresolvableRoleRef"),
+        ("namespaced-user", "NamespacedSubject"),
+        ("both-wrong", "UnresolvableRoleRef"),
+        ("both-wrong", "NamespacedSubject"),
     }
-    assert regarding == {"ghost-role", "namespaced-user"}
+    found: set[tuple[str, str]] = set()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and found != expected:
+        assert dave.get(ev_path("team-e")).status == 403  # none of the bad bindings grants anything
+        found = _binding_warnings(api, "team-e")
+        time.sleep(0.2)
+    assert found == expected
+    denied = dave.get(ev_path("team-e")).json["message"]
+    assert (
+        'RoleBinding "both-wrong/team-e" of ClusterRole "no-such-role" to Group "devs": '
+        '[clusterrole.rbac.authorization.k8s.io "no-such-role" not found, '
+        'subjects[0]: Group "devs" is not namespaced, but namespace is "x"]'
+    ) in denied
     metrics = api.get("/metrics").body.decode()
-    assert 'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 1' in metrics
+    assert 'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 2' in metrics
+    assert 'coreio_rbac_binding_errors_total{reason="NamespacedSubject"} 2' in metrics
     log = Path(server.log_file).read_text()
-    assert "ghost-role" in log
+    assert 'RoleBinding "team-e/ghost-role": clusterrole' in log
+    assert 'RoleBinding "team-e/both-wrong": clusterrole' in log
+    assert 'RoleBinding "team-e/both-wrong": subjects[0]: Group "devs" is not namespaced' in log
     # The good binding next to them still applies.
     bind(api, "team-e", "good", "view", [{"kind": "User", "name": "dave"}])
     deadline = time.monotonic() + 10
     while dave.get(ev_path("team-e")).status != 200:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    # Nothing was reported twice, however often the bad bindings were looked at.
+    assert len(api.get(f"{ev_path('team-e')}?fieldSelector=type%3DWarning").json["items"]) == 4
 
 
 def test_webhook_answers_subject_access_reviews(api: Api) -> None:

@@ -66,26 +66,52 @@ class TestKind:
         assert any(type(kind) is EventKind for kind in KINDS)
 
     def test_selectable_fields(self) -> None:
+        # The core Event's field set (upstream's ToSelectableFields), under the core type's names.
         obj = event(related={"kind": "Pod", "name": "ignored"})
         assert KIND.selectable_fields(obj) == {
             "metadata.name": "web.17c8e2a1b4f5",
             "metadata.namespace": "team-a",
-            "regarding.kind": "Deployment",
-            "regarding.namespace": "team-a",
-            "regarding.name": "web",
-            "regarding.uid": "",
-            "regarding.apiVersion": "apps/v1",
-            "regarding.resourceVersion": "",
-            "regarding.fieldPath": "",
+            "involvedObject.kind": "Deployment",
+            "involvedObject.namespace": "team-a",
+            "involvedObject.name": "web",
+            "involvedObject.uid": "",
+            "involvedObject.apiVersion": "apps/v1",
+            "involvedObject.resourceVersion": "",
+            "involvedObject.fieldPath": "",
             "reason": "ScaledUp",
-            "reportingController": "example.com/deployer",
-            "reportingInstance": "deployer-7d9f",
+            "reportingComponent": "example.com/deployer",
+            "source": "example.com/deployer",
             "type": "Normal",
         }
 
-    def test_selectable_field_names(self) -> None:
-        assert "reportingInstance" in KIND.selectable_field_names
-        assert "source" not in KIND.selectable_field_names
+    def test_source_field_prefers_the_deprecated_source_component(self) -> None:
+        obj = event(deprecatedSource={"component": "kubelet", "host": "node-1"})
+        fields = KIND.selectable_fields(obj)
+        assert (fields["source"], fields["reportingComponent"]) == ("kubelet", "example.com/deployer")
+
+    def test_field_label_conversion_is_upstreams(self) -> None:
+        # pkg/apis/events/v1 AddFieldLabelConversionsForEvent: exactly these twelve labels.
+        assert dict(KIND.field_labels) == {
+            "metadata.name": "metadata.name",
+            "metadata.namespace": "metadata.namespace",
+            "reason": "reason",
+            "type": "type",
+            "reportingController": "reportingComponent",
+            "regarding.kind": "involvedObject.kind",
+            "regarding.namespace": "involvedObject.namespace",
+            "regarding.name": "involvedObject.name",
+            "regarding.uid": "involvedObject.uid",
+            "regarding.apiVersion": "involvedObject.apiVersion",
+            "regarding.resourceVersion": "involvedObject.resourceVersion",
+            "regarding.fieldPath": "involvedObject.fieldPath",
+        }
+        # Every label converts to a field the set has: no accepted label is unmatchable.
+        assert set(KIND.field_labels.values()) <= KIND.selectable_field_names
+
+    def test_refused_labels_are_worded_as_the_events_conversion(self) -> None:
+        for label in ("reportingInstance", "source", "involvedObject.kind", "series.count"):
+            assert label not in KIND.field_labels
+            assert KIND.field_label_error(label) == f"field label not supported: {label}"
 
     def test_prepare_leaves_the_object_alone(self) -> None:
         obj = event()

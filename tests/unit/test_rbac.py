@@ -4,6 +4,7 @@ reporting, and the RoleBinding index (in memory and over a real registry)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -401,6 +402,65 @@ def test_user_or_group_with_namespace_is_reported_and_grants_nothing() -> None:
     ]
 
 
+def test_every_problem_of_a_binding_is_reported_once() -> None:
+    # A namespaced User subject used to hide the roleRef that does not resolve.
+    both = binding("ns1", "missing", subject("User:alice", namespace="ns1"), name="both", rv="4")
+    a, seen = _problems(both, roles=[VIEW])
+    decision = a.evaluate(user("alice"), res("get", "pods", "ns1"))
+    assert not decision.allowed
+    assert decision.reason == (
+        'RBAC: RoleBinding "both/ns1" of ClusterRole "missing" to User "alice": '
+        '[clusterrole.rbac.authorization.k8s.io "missing" not found, '
+        'subjects[0]: User "alice" is not namespaced, but namespace is "ns1"]'
+    )
+    expected = [
+        (ProblemReason.UNRESOLVABLE_ROLE_REF, 'clusterrole.rbac.authorization.k8s.io "missing" not found'),
+        (
+            ProblemReason.NAMESPACED_SUBJECT,
+            'subjects[0]: User "alice" is not namespaced, but namespace is "ns1"',
+        ),
+    ]
+    assert [(p.reason, p.message) for p in seen] == expected
+    assert {(p.name, p.resource_version) for p in seen} == {("both", "4")}
+    # The same revision, looked at again (a request, a re-check): nothing new.
+    a.evaluate(user("alice"), res("list", "pods", "ns1"))
+    a.check_binding(Binding.from_object(both))
+    assert len(seen) == 2
+
+
+def test_an_unsupported_role_ref_is_not_reported_twice() -> None:
+    ref = {"apiGroup": "example.com", "kind": "ClusterRole", "name": "view"}
+    bad = binding("ns1", "view", {"kind": "Robot", "name": "r2d2"}, name="bad")
+    a, seen = _problems({**bad, "roleRef": ref}, roles=[VIEW])
+    a.check_binding(Binding.from_object({**bad, "roleRef": ref}))
+    assert [(p.reason, p.message) for p in seen] == [
+        (ProblemReason.UNRESOLVABLE_ROLE_REF, 'unsupported role reference API group: "example.com"'),
+        (ProblemReason.UNRECOGNIZED_SUBJECT_KIND, 'subjects[0]: unrecognized subject kind "Robot"'),
+    ]
+
+
+def test_roles_not_ready_delays_only_the_role_ref_problem() -> None:
+    class Syncing(StaticRoleSource):
+        synced = False
+
+        @property
+        def ready(self) -> bool:
+            return self.synced
+
+    roles = Syncing(defaults=False)
+    seen: list[BindingProblem] = []
+    both = Binding.from_object(binding("ns1", "missing", subject("Group:devs", namespace="ns1"), name="b"))
+    a = RBACAuthorizer(Bindings(), roles, reporter=ProblemReporter([seen.append]))
+    a.check_binding(both)
+    assert [p.reason for p in seen] == [ProblemReason.NAMESPACED_SUBJECT]
+    # The roles' first sync re-checks every binding: the roleRef's problem joins, the other is not
+    # reported again.
+    roles.synced = True
+    a.check_binding(both)
+    a.check_binding(both)
+    assert [p.reason for p in seen] == [ProblemReason.NAMESPACED_SUBJECT, ProblemReason.UNRESOLVABLE_ROLE_REF]
+
+
 def test_problem_reporter_once_per_revision() -> None:
     seen: list[BindingProblem] = []
     reporter = ProblemReporter([seen.append])
@@ -480,6 +540,42 @@ async def test_recorder_logs_counts_and_writes_events(caplog: pytest.LogCaptureF
     assert 'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 1' in recorder.metrics_text()
 
 
+async def test_recorder_reports_each_problem_of_a_binding_on_its_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    written: list[JSON] = []
+
+    async def write(event: JSON) -> None:
+        written.append(event)
+
+    frozen = datetime.datetime(2026, 11, 22, 2, 16, 41, 123456, tzinfo=datetime.UTC)
+    recorder = ProblemRecorder(write, instance="test", clock=lambda: frozen)
+    ref = BindingProblem("ns1", "b", "u", "3", ProblemReason.UNRESOLVABLE_ROLE_REF, "role gone")
+    subject_problem = BindingProblem("ns1", "b", "u", "3", ProblemReason.NAMESPACED_SUBJECT, "namespaced")
+    with caplog.at_level("WARNING"):
+        recorder(ref)
+        recorder(subject_problem)
+    await recorder.drain()
+    assert [r.getMessage() for r in caplog.records] == [
+        'RBAC: RoleBinding "ns1/b": role gone (grants nothing until fixed)',
+        'RBAC: RoleBinding "ns1/b": namespaced (grants nothing until fixed)',
+    ]
+    assert recorder.counts == {"UnresolvableRoleRef": 1, "NamespacedSubject": 1}
+    assert [(e["reason"], e["note"]) for e in written] == [
+        ("UnresolvableRoleRef", "role gone"),
+        ("NamespacedSubject", "namespaced"),
+    ]
+    # Recorded in the same instant, they still get names (and times) of their own.
+    assert [(e["metadata"]["name"], e["eventTime"]) for e in written] == [
+        ("b.18ea3c63e051e400", "2026-11-22T02:16:41.123456Z"),
+        ("b.18ea3c63e051e7e8", "2026-11-22T02:16:41.123457Z"),
+    ]
+    assert recorder.metrics_text().splitlines()[2:] == [
+        'coreio_rbac_binding_errors_total{reason="NamespacedSubject"} 1',
+        'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 1',
+    ]
+
+
 @pytest.fixture
 async def stores(tmp_path: Path) -> Any:
     storage = SQLiteStorage(str(tmp_path / "db.sqlite"))
@@ -547,8 +643,23 @@ async def test_index_follows_the_registry_and_events_are_recorded(stores: Any) -
         # Another look at the same revision reports nothing new.
         rbac.evaluate(user("bob"), res("get", "pods", "team"))
         assert recorder.counts == {"UnresolvableRoleRef": 1}
+        # Two problems of one binding: two Events, both written.
+        both = binding("team", "nope", subject("User:carol", namespace="team"), name="both")
+        await rolebindings.create("team", fresh(both), WriteOptions())
+
+        async def about_both() -> list[tuple[str, str]] | None:
+            pairs = sorted(
+                (e["reason"], e["note"]) for e in await listed() if e["regarding"]["name"] == "both"
+            )
+            return pairs if len(pairs) == 2 else None
+
+        assert await eventually(about_both) == [
+            ("NamespacedSubject", 'subjects[0]: User "carol" is not namespaced, but namespace is "team"'),
+            ("UnresolvableRoleRef", 'clusterrole.rbac.authorization.k8s.io "nope" not found'),
+        ]
+        assert recorder.counts == {"UnresolvableRoleRef": 2, "NamespacedSubject": 1}
         await rolebindings.delete("team", "readers", DeleteOptions())
-        await eventually(lambda: len(index) == 1)
+        await eventually(lambda: len(index) == 2)
         assert not rbac.evaluate(user("alice"), res("list", "events", "team", group="events.core.io")).allowed
     finally:
         task.cancel()

@@ -13,8 +13,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from apiserver.auth.bindings import BindingIndex
 from apiserver.auth.delegated import ClusterConnection
-from apiserver.auth.rbac import rules_allow
+from apiserver.auth.rbac import BindingProblem, ProblemReason, ProblemReporter, RBACAuthorizer, rules_allow
 from apiserver.auth.roles import (
     ClusterRoleSource,
     PolicyRule,
@@ -26,7 +27,7 @@ from apiserver.auth.roles import (
     rule,
     selector_matches,
 )
-from tests.unit.test_rbac import eventually, res
+from tests.unit.test_rbac import binding, eventually, res, subject
 
 JSON = dict[str, Any]
 CORE_RBAC = "rbac.authorization.core.io"
@@ -463,3 +464,37 @@ async def test_cluster_role_source_fake_needs_credentials(fake: FakeKubeAPIServe
         assert not roles.ready
     finally:
         await roles.close()
+
+
+async def test_cluster_role_source_fake_binding_problems_are_each_reported_once(
+    fake: FakeKubeAPIServer, source: ClusterRoleSource
+) -> None:
+    """A binding with a namespaced subject and a roleRef that stops resolving, as the server wires
+    them: its own problem at once, its roleRef's when the roles say so, and neither a second time."""
+    seen: list[BindingProblem] = []
+    reporter = ProblemReporter([seen.append])
+    index = BindingIndex(reporter=reporter)
+    index.checker = RBACAuthorizer(index, source, reporter=reporter).check_binding
+    source.on_change.append(lambda: index.schedule_recheck(0.01))
+    fake.put("clusterroles", cluster_role_object("reader", "get"))
+    # Listed before the roles are in: the roleRef cannot be judged yet, the subject can.
+    index.replace([binding("team", "reader", subject("User:alice", namespace="team"), name="b")], "1")
+    assert [p.reason for p in seen] == [ProblemReason.NAMESPACED_SUBJECT]
+    source.start()
+    async with asyncio.timeout(5):
+        await source.wait_ready()
+    index.recheck_all()
+    assert len(seen) == 1  # the ClusterRole resolves
+    await eventually(lambda: len(fake.watchers["clusterroles"]) == 1)
+    fake.put("clusterroles", cluster_role_object("reader", "get"), event="DELETED")
+    await eventually(lambda: len(seen) == 2)
+    assert seen[1].reason is ProblemReason.UNRESOLVABLE_ROLE_REF
+    assert seen[1].message == 'clusterrole.rbac.authorization.k8s.io "reader" not found'
+    # The binding is unchanged: roles coming and going report nothing again.
+    fake.put("clusterroles", cluster_role_object("reader", "get"))
+    await eventually(lambda: source.get_cluster_role("reader") is not None)
+    fake.put("clusterroles", cluster_role_object("reader", "get"), event="DELETED")
+    await eventually(lambda: source.get_cluster_role("reader") is None)
+    await asyncio.sleep(0.1)  # past the re-check the change scheduled
+    index.recheck_all()
+    assert len(seen) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apiserver.errors import StatusError
+from apiserver.resources import EventKind, RoleBindingKind
 from apiserver.selectors import (
     DEFAULT_SELECTABLE_FIELDS,
     FieldRequirement,
@@ -457,3 +458,97 @@ def test_allowed_mapping_renames_fields() -> None:
     )
     assert selector.matches({"involvedObject.name": "pod-1", "metadata.name": "e"})
     assert field_error("involvedObject.name=x", allowed) == "field label not supported: involvedObject.name"
+
+
+# ---------------------------------------------------------------------------------------------
+# Field label conversion of the served kinds, as kube-apiserver v1.33 answers
+# GET /apis/events.k8s.io/v1/events?fieldSelector=... (checked against the real server).
+
+EVENTS = EventKind()
+EVENT = {
+    "metadata": {"name": "e1", "namespace": "default"},
+    "reason": "Started",
+    "type": "Warning",
+    "reportingController": "example.com/ctl",
+    "reportingInstance": "ctl-1",
+    "deprecatedSource": {"component": "kubelet"},
+    "regarding": {"kind": "Pod", "namespace": "default", "name": "pod-1", "uid": "u-1"},
+}
+
+
+def event_selector(text: str) -> tuple[FieldRequirement, ...]:
+    return parse_field_selector(text, EVENTS.field_labels, unsupported=EVENTS.field_label_error).requirements
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("metadata.name=e1", "metadata.name"),
+        ("metadata.namespace=default", "metadata.namespace"),
+        ("reason=Started", "reason"),
+        ("type=Warning", "type"),
+        ("reportingController=example.com/ctl", "reportingComponent"),
+        ("regarding.kind=Pod", "involvedObject.kind"),
+        ("regarding.namespace=default", "involvedObject.namespace"),
+        ("regarding.name=pod-1", "involvedObject.name"),
+        ("regarding.uid=u-1", "involvedObject.uid"),
+        ("regarding.apiVersion=", "involvedObject.apiVersion"),
+        ("regarding.resourceVersion=", "involvedObject.resourceVersion"),
+        ("regarding.fieldPath=", "involvedObject.fieldPath"),
+    ],
+)
+def test_event_labels_convert_to_the_core_field_set_and_match(text: str, field: str) -> None:
+    (requirement,) = event_selector(text)
+    assert (requirement.field, requirement.operator) == (field, Operator.EQUALS)
+    # The value is kept, and each accepted label matches the Event that has it.
+    assert requirement.value == text.partition("=")[2]
+    assert requirement.matches(EVENTS.selectable_fields(EVENT))
+    assert not FieldRequirement(field, Operator.NOT_EQUALS, requirement.value).matches(
+        EVENTS.selectable_fields(EVENT)
+    )
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "reportingInstance",
+        "source",
+        "reportingComponent",
+        "involvedObject.kind",
+        "series.count",
+        "note",
+        "action",
+        "metadata.uid",
+        "deprecatedSource.component",
+        "Reason",
+        "nonsense.field",
+    ],
+)
+def test_event_labels_outside_the_conversion_are_refused(label: str) -> None:
+    message = field_error(f"{label}=x", EVENTS.field_labels, unsupported=EVENTS.field_label_error)
+    assert message == f"field label not supported: {label}"
+
+
+def test_event_refusal_names_the_first_refused_label_in_sorted_order() -> None:
+    allowed, unsupported = EVENTS.field_labels, EVENTS.field_label_error
+    assert field_error("source=x,regarding.kind=Pod", allowed, unsupported=unsupported) == (
+        "field label not supported: source"
+    )
+    assert field_error("reason=Started,reportingInstance=x", allowed, unsupported=unsupported) == (
+        "field label not supported: reportingInstance"
+    )
+
+
+def test_converted_event_selector_parses_again_on_its_field_set() -> None:
+    # A named watch pins metadata.name onto the already converted selector and parses the result
+    # against the field set's own names.
+    converted = parse_field_selector(r"regarding.kind=Pod,reportingController=a\,b", EVENTS.field_labels)
+    again = parse_field_selector(f"{converted},metadata.name=e1", EVENTS.selectable_field_names)
+    assert str(again) == r"involvedObject.kind=Pod,metadata.name=e1,reportingComponent=a\,b"
+
+
+def test_role_binding_keeps_the_default_conversion() -> None:
+    bindings = RoleBindingKind()
+    assert dict(bindings.field_labels) == {name: name for name in DEFAULT_SELECTABLE_FIELDS}
+    message = field_error("reason=x", bindings.field_labels, unsupported=bindings.field_label_error)
+    assert message == '"reason" is not a known field selector: only "metadata.name", "metadata.namespace"'
