@@ -13,7 +13,10 @@
 
 Errors are the ones kube-apiserver answers (handlers/patch.go): an undecodable patch is 400
 BadRequest; a JSON patch operation that does not apply is 422 with upstream's generic message;
-a patched document that is not an object is 422 Invalid on the field `patch`. Where upstream
+a patched document that does not decode into the object (no object at all, a value of the wrong
+type, under fieldValidation=Strict an unknown or repeated field) is 422 Invalid on the field
+`patch`, quoting the patched JSON as json-patch writes it: objects it decoded with their keys
+sorted, everything else as it came (`Patcher` and the registry do that decoding). Where upstream
 lets a client's malformed strategic merge patch surface as a 500, this answers 400 with the same
 text: a client mistake is never a server error here.
 
@@ -25,10 +28,11 @@ from __future__ import annotations
 
 import copy
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from apiserver import errors, gofmt
+from apiserver import errors, gofmt, jsonvalue
 
 JSON = dict[str, Any]
 
@@ -89,16 +93,46 @@ _FIND_KIND_TYPE = (
 )
 
 
-def _not_an_object(result: Any) -> errors.StatusError:
-    """What upstream answers when the patched document cannot be decoded into an object:
-    NewInvalid(GroupKind{}, "", [field.Invalid(patch, <patched JSON>, <decode error>)])."""
-    decode_error = (
-        "couldn't get version/kind; json parse error: "
-        f"json: cannot unmarshal {_json_kind(result)} into Go value of type {_FIND_KIND_TYPE}"
-    )
-    body = f"Invalid value: {errors.go_quote(gofmt.go_json(result))}: {decode_error}"
+PATCH_SCHEME = "pkg/runtime/scheme.go:110"
+"""The name of the scheme kube-apiserver decodes a patched object with, which its errors quote."""
+
+
+def invalid_patch(quoted: str, detail: str) -> errors.StatusError:
+    """How upstream answers a patch whose result does not decode into the object:
+    NewInvalid(GroupKind{}, "", [field.Invalid(patch, <quoted>, <decode error>)]), where `quoted`
+    is the patched JSON (or, for a strategic merge patch, the patch as Go prints a map)."""
+    body = f"Invalid value: {errors.go_quote(quoted)}: {detail}"
     cause = {"reason": "FieldValueInvalid", "message": body, "field": "patch"}
     return errors.StatusError(422, "Invalid", f' "" is invalid: patch: {body}', {"causes": [cause]})
+
+
+def _not_an_object(result: Any) -> errors.StatusError:
+    """The patched document is no object, so not even its apiVersion and kind decode."""
+    return invalid_patch(
+        jsonvalue.compact(result), _version_kind_error(f"Go value of type {_FIND_KIND_TYPE}", result)
+    )
+
+
+def _version_kind_error(target: str, value: Any) -> str:
+    cannot = f"json: cannot unmarshal {_json_kind(value)} into {target}"
+    return f"couldn't get version/kind; json parse error: {cannot}"
+
+
+def check_type_meta(patched: JSON, api_version: str, kind: str) -> None:
+    """What decoding a merge or JSON patch's result checks before the object's fields: that its
+    apiVersion and kind are strings (the document is sorted: apiVersion is met first) naming this
+    very kind. An empty or absent kind means the object's own; so does an absent apiVersion here,
+    though upstream then decodes into no registered type and refuses every field."""
+    for name in ("apiVersion", "kind"):
+        value = patched.get(name)
+        if value is not None and not isinstance(value, str):
+            field = f"Go struct field .{name} of type string"
+            raise invalid_patch(jsonvalue.compact(patched), _version_kind_error(field, value))
+    got_version = patched.get("apiVersion") or api_version
+    got_kind = patched.get("kind") or kind
+    if (got_version, got_kind) != (api_version, kind):
+        detail = f'no kind "{got_kind}" is registered for version "{got_version}" in scheme "{PATCH_SCHEME}"'
+        raise invalid_patch(jsonvalue.compact(patched), detail)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,25 +140,31 @@ def _not_an_object(result: Any) -> errors.StatusError:
 
 
 def _prune_nulls(value: Any) -> Any:
+    """json-patch v4's pruneNulls: null members of objects go, at any depth (null elements of arrays
+    stay). It decodes every object it walks, so each marshals as a Go map: keys sorted."""
     if isinstance(value, dict):
-        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _prune_nulls(value[k]) for k in sorted(value) if value[k] is not None}
     if isinstance(value, list):
-        return [_prune_nulls(v) for v in value if v is not None]
+        return [_prune_nulls(v) for v in value]
     return value
 
 
-def _merge_documents(doc: JSON, patch: JSON) -> None:
+def _merge_documents(doc: JSON, patch: JSON) -> JSON:
+    """mergeDocs of a patch into a document json-patch has decoded: the result marshals sorted,
+    while a value the patch sets as it is keeps its own member order."""
+    merged = dict(doc)
     for key, value in patch.items():
         if value is None:
-            doc.pop(key, None)
-        elif not isinstance(doc.get(key), dict):
+            merged.pop(key, None)
+        elif not isinstance(merged.get(key), dict):
             # Absent, null or not an object: the value goes in with its nulls pruned.
-            doc[key] = _prune_nulls(value)
+            merged[key] = _prune_nulls(value)
         elif not isinstance(value, dict):
             # json-patch v4 keeps a non-object replacing an object as it is, nulls included.
-            doc[key] = value
+            merged[key] = value
         else:
-            _merge_documents(doc[key], value)
+            merged[key] = _merge_documents(merged[key], value)
+    return {key: merged[key] for key in sorted(merged)}
 
 
 def apply_merge_patch(original: JSON, patch: Any, *, field_validation: str = "Warn") -> JSON:
@@ -144,9 +184,7 @@ def apply_merge_patch(original: JSON, patch: Any, *, field_validation: str = "Wa
         if isinstance(patch, list):
             raise _not_an_object(_prune_nulls(patch))
         raise errors.bad_request("Invalid JSON Patch")
-    doc = copy.deepcopy(original)
-    _merge_documents(doc, copy.deepcopy(patch))
-    return doc
+    return _merge_documents(copy.deepcopy(original), copy.deepcopy(patch))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,8 +279,9 @@ def _decode_pointer_token(token: str) -> str:
     return re.sub("~[01]", lambda m: "/" if m.group() == "~1" else "~", token)
 
 
-def _find(root: Any, path: str) -> tuple[JSON | list[Any] | None, str]:
-    """json-patch v4 findObject: the container the last token of `path` addresses, and that token."""
+def _find(root: Any, path: str, decoded: dict[int, Any]) -> tuple[JSON | list[Any] | None, str]:
+    """json-patch v4 findObject: the container the last token of `path` addresses, and that token.
+    Each container it walks into is decoded on the way, which `decoded` records (by id)."""
     tokens = path.split("/")
     if len(tokens) < 2:
         return None, ""
@@ -254,6 +293,7 @@ def _find(root: Any, path: str) -> tuple[JSON | list[Any] | None, str]:
             return None, ""
         if not isinstance(node, dict | list):
             return None, ""
+        decoded[id(node)] = node
     return node, _decode_pointer_token(tokens[-1])
 
 
@@ -282,10 +322,36 @@ def _decode_or(message: str, decode: Callable[[JSON], str], operation: JSON, kee
 
 
 class _JSONPatcher:
+    """json-patch v4's Patch.Apply. It holds the document lazily: an object is decoded (into a Go
+    map, which marshals with its keys sorted) only where an operation walks into it, compares it or
+    it is the root; anything else is written back as it came, in its own member order, repeated
+    keys included. `decoded` keeps (by id) the objects and arrays decoded so far."""
+
     def __init__(self, document: JSON, max_copy_bytes: int) -> None:
         self.root: Any = document
+        self.decoded: dict[int, Any] = {id(document): document}
         self.copied = 0
         self.max_copy_bytes = max_copy_bytes
+
+    def _find(self, path: str) -> tuple[JSON | list[Any] | None, str]:
+        return _find(self.root, path, self.decoded)
+
+    def _decode_all(self, value: Any) -> None:
+        """What json-patch's equal leaves behind: every object and array it compared, decoded."""
+        if isinstance(value, dict | list):
+            self.decoded[id(value)] = value
+            for item in value.values() if isinstance(value, dict) else value:
+                self._decode_all(item)
+
+    def written(self, value: Any) -> Any:
+        """`value` as json-patch would marshal it now: decoded objects sorted, the rest as they came."""
+        if isinstance(value, dict):
+            if id(value) in self.decoded:
+                return {key: self.written(value[key]) for key in sorted(value)}
+            return jsonvalue.from_pairs([(key, self.written(item)) for key, item in jsonvalue.members(value)])
+        if isinstance(value, list):
+            return [self.written(item) for item in value]
+        return value
 
     def apply(self, operation: Any) -> None:
         kind = operation.get("op") if isinstance(operation, dict) else None
@@ -305,7 +371,7 @@ class _JSONPatcher:
 
     def _add(self, op: JSON) -> None:
         path = _decode_or("add operation failed to decode path", _path, op, keep_cause=False)
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(
                 f'add operation does not apply: doc is missing path: "{path}": {_MISSING_VALUE}'
@@ -317,7 +383,7 @@ class _JSONPatcher:
 
     def _remove(self, op: JSON) -> None:
         path = _decode_or("remove operation failed to decode path", _path, op, keep_cause=False)
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(
                 f'remove operation does not apply: doc is missing path: "{path}": {_MISSING_VALUE}'
@@ -335,8 +401,9 @@ class _JSONPatcher:
                 # Upstream wraps a nil error here, which Go prints as %!w(<nil>).
                 raise _OperationError("replace operation value must be object or array: %!w(<nil>)")
             self.root = copy.deepcopy(value)
+            self.decoded[id(self.root)] = self.root
             return
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(
                 f"replace operation does not apply: doc is missing path: {path}: {_MISSING_VALUE}"
@@ -354,7 +421,7 @@ class _JSONPatcher:
 
     def _move(self, op: JSON) -> None:
         source = _decode_or("move operation failed to decode from", _from, op, keep_cause=True)
-        container, key = _find(self.root, source)
+        container, key = self._find(source)
         if container is None:
             raise _OperationError(
                 f"move operation does not apply: doc is missing from path: {source}: {_MISSING_VALUE}"
@@ -365,7 +432,7 @@ class _JSONPatcher:
         except _OperationError as exc:
             raise _OperationError(f"error in move for path: '{key}': {exc}") from None
         path = _decode_or("move operation failed to decode path", _path, op, keep_cause=True)
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(
                 f"move operation does not apply: doc is missing destination path: {path}: {_MISSING_VALUE}"
@@ -381,8 +448,9 @@ class _JSONPatcher:
         if path == "":
             if "value" not in op or not _json_equal(self.root, op["value"]):
                 raise failed
+            self._decode_all(self.root)
             return
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(f"test operation does not apply: is missing path: {path}: {_MISSING_VALUE}")
         try:
@@ -396,10 +464,11 @@ class _JSONPatcher:
             return
         if "value" not in op or not _json_equal(current, op["value"]):
             raise failed
+        self._decode_all(current)
 
     def _copy(self, op: JSON) -> None:
         source = _decode_or("copy operation failed to decode from", _from, op, keep_cause=True)
-        container, key = _find(self.root, source)
+        container, key = self._find(source)
         if container is None:
             raise _OperationError(
                 f"copy operation does not apply: doc is missing from path: {source}: {_MISSING_VALUE}"
@@ -409,20 +478,22 @@ class _JSONPatcher:
         except _OperationError as exc:
             raise _OperationError(f"error in copy for from: '{source}': {exc}") from None
         path = _decode_or("copy operation failed to decode path", _path, op, keep_cause=False)
-        container, key = _find(self.root, path)
+        container, key = self._find(path)
         if container is None:
             raise _OperationError(
                 f"copy operation does not apply: doc is missing destination path: {path}: {_MISSING_VALUE}"
             )
+        # A copy is a fresh, undecoded value: the source's text as it would be marshalled now.
+        value = self.written(value)
         if value is not None:
-            self.copied += len(gofmt.go_json(value).encode())
+            self.copied += len(jsonvalue.compact(value).encode())
         if self.max_copy_bytes > 0 and self.copied > self.max_copy_bytes:
             raise _OperationError(
                 "Unable to complete the copy, the accumulated size increase of copy is "
                 f"{self.copied}, exceeding the limit {self.max_copy_bytes}"
             )
         try:
-            _add(container, key, copy.deepcopy(value))
+            _add(container, key, value)
         except _OperationError as exc:
             raise _OperationError(f"error while adding value during copy: {exc}") from None
 
@@ -488,9 +559,9 @@ def apply_json_patch(
             patcher.apply(operation)
         except _OperationError as exc:
             raise _unprocessable(str(exc)) from exc
-    if not isinstance(patcher.root, dict):
-        raise _not_an_object(patcher.root)
-    result: JSON = patcher.root
+    result = patcher.written(patcher.root)
+    if not isinstance(result, dict):
+        raise _not_an_object(result)
     return result
 
 
@@ -1110,8 +1181,12 @@ def _normalize_order(
     return merged + left[i:] + right[j:]
 
 
-def apply_strategic_merge_patch(original: JSON, patch: Any, schema: PatchSchema) -> JSON:
-    """Applies a strategic merge patch as kube-apiserver does; `original` is not changed.
+def apply_strategic_merge_patch(
+    original: JSON, patch: Any, schema: PatchSchema, patch_map: JSON | None = None
+) -> JSON:
+    """Applies a strategic merge patch as kube-apiserver does; `original` and `patch` are not
+    changed. `patch_map`, if given, receives the patch as upstream holds it once merged: decoded
+    into Go maps, then trimmed in place by the merge (nulls and directives of values taken whole).
 
     Objects merge and null deletes a member, as in a merge patch; lists follow `schema`
     (merged by key, merged as sets, or replaced whole); the directives `$patch` (replace, delete;
@@ -1125,9 +1200,104 @@ def apply_strategic_merge_patch(original: JSON, patch: Any, schema: PatchSchema)
         raise errors.bad_request(
             f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
         )
+    # Decoded into Go maps first: repeated keys keep their last value.
+    decoded: JSON = jsonvalue.plain(patch)
+    if patch_map is not None:
+        patch_map.update(decoded)
+        decoded = patch_map
     try:
-        return _StrategicMerge(schema).merge_map(copy.deepcopy(original), copy.deepcopy(patch), ())
+        return _StrategicMerge(schema).merge_map(copy.deepcopy(original), decoded, ())
     except _PatchError as exc:
         if exc.unprocessable:
             raise _unprocessable(str(exc)) from exc
         raise errors.bad_request(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# A PATCH request's patch, as kube-apiserver's patch handler (handlers/patch.go) deals with it.
+
+
+class Patcher(ABC):
+    """The patch of one PATCH request (server-side apply aside): applies itself to the current
+    object and says how upstream decodes the result.
+
+    `strict_errors`: what decoding the patch itself finds under fieldValidation Strict or Warn
+    (repeated keys; a JSON patch's unknown operation fields), reported before the result's own.
+    `unstructured`: the result becomes the typed object through the unstructured converter (a
+    strategic merge patch's) rather than by decoding its JSON.
+    """
+
+    unstructured: ClassVar[bool] = False
+
+    def __init__(self, patch: Any, field_validation: str) -> None:
+        self.patch = patch
+        self.field_validation = field_validation
+        strict = field_validation in STRICT_VALIDATIONS
+        self.strict_errors = self._strict_errors() if strict else []
+
+    @abstractmethod
+    def apply(self, current: JSON) -> JSON:
+        """The patched object; `current` (the stored object in Go's field order) is not changed."""
+
+    def quoted(self, patched: JSON) -> str:
+        """What a 422 about the result quotes: the patched JSON as json-patch wrote it."""
+        return jsonvalue.compact(patched)
+
+    def _strict_errors(self) -> list[str]:
+        found = jsonvalue.StrictErrors()
+        jsonvalue.report_duplicates(self.patch, found)
+        return found.messages
+
+
+class MergePatcher(Patcher):
+    def apply(self, current: JSON) -> JSON:
+        return apply_merge_patch(current, self.patch, field_validation=self.field_validation)
+
+
+class JSONPatcher(Patcher):
+    def apply(self, current: JSON) -> JSON:
+        return apply_json_patch(current, self.patch, field_validation=self.field_validation)
+
+    def _strict_errors(self) -> list[str]:
+        """Decoding the operations strictly into []jsonPatchOp; upstream prefixes each error."""
+        found = jsonvalue.StrictErrors()
+        if isinstance(self.patch, list):
+            for index, operation in enumerate(self.patch):
+                if isinstance(operation, dict):
+                    _operation_strict_errors(operation, f"[{index}]", found)
+        return [f"json patch {message}" for message in found.messages]
+
+
+_OPERATION_FIELDS = ("op", "path", "from", "value")
+
+
+def _operation_strict_errors(operation: JSON, path: str, found: jsonvalue.StrictErrors) -> None:
+    seen: set[str] = set()
+    for key, value in jsonvalue.members(operation):
+        child = f"{path}.{key}"
+        if key not in _OPERATION_FIELDS:
+            found.unknown(child)
+            continue
+        if key in seen:
+            found.duplicate(child)
+        seen.add(key)
+        if key == "value":
+            jsonvalue.report_duplicates(value, found, child)
+
+
+class StrategicMergePatcher(Patcher):
+    unstructured = True
+
+    def __init__(self, patch: Any, field_validation: str, schema: PatchSchema) -> None:
+        super().__init__(patch, field_validation)
+        self.schema = schema
+        self.patch_map: JSON = {}
+
+    def apply(self, current: JSON) -> JSON:
+        self.patch_map = {}
+        return apply_strategic_merge_patch(current, self.patch, self.schema, self.patch_map)
+
+    def quoted(self, patched: JSON) -> str:
+        """Upstream quotes the map it decoded the patch into as fmt's %+v prints it, after the
+        merge has trimmed it."""
+        return gofmt.go_v(self.patch_map)

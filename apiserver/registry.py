@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +25,17 @@ from apiserver.managedfields import FieldManager
 from apiserver.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
+    FIELD_VALIDATION_WARN,
     MATCH_EXACT,
     MATCH_NOT_OLDER_THAN,
     DeleteOptions,
     ListOptions,
     WriteOptions,
 )
+from apiserver.patch import Patcher, check_type_meta, invalid_patch
 from apiserver.resources.base import ResourceKind
 from apiserver.resources.meta import validate_common_object_meta_update
+from apiserver.resources.schema import DecodeError, cannot_handle
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
@@ -145,6 +148,26 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
+def _strict_decoding_error(found: list[str]) -> str:
+    """runtime.NewStrictDecodingError: every unknown and repeated field in one message."""
+    return "strict decoding error: " + ", ".join(found)
+
+
+def _yaml_unmarshal_errors(lines: Sequence[str]) -> str:
+    """yaml.v2's error of a YAML document's repeated keys, one line each."""
+    return "yaml: unmarshal errors:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _check_apply_duplicates(lines: Sequence[str], opts: WriteOptions, warnings: Strings) -> None:
+    """An apply configuration's repeated keys: 400 under Strict, a warning each under Warn."""
+    if not lines or opts.field_validation == FIELD_VALIDATION_IGNORE:
+        return
+    if opts.field_validation == FIELD_VALIDATION_STRICT:
+        yaml_error = _yaml_unmarshal_errors(lines)
+        raise errors.bad_request(f"error strict decoding YAML: error converting YAML to JSON: {yaml_error}")
+    warnings.extend(lines)
+
+
 class ResourceStore:
     """Create, read, update, delete, list and watch one kind in one storage."""
 
@@ -199,8 +222,11 @@ class ResourceStore:
 
     # ----------------------------------------------------------------- decoding a request body
 
-    def decode_body(self, raw: Any, options: WriteOptions, warnings: Strings) -> JSON:
-        """Checks the body's type, prunes unknown fields per fieldValidation and returns the object."""
+    def decode_body(
+        self, raw: Any, options: WriteOptions, warnings: Strings, yaml_duplicates: Sequence[str] = ()
+    ) -> JSON:
+        """Checks the body's type, prunes unknown fields per fieldValidation and returns the object.
+        `yaml_duplicates`: a YAML body's repeated keys (codec.ParsedBody)."""
         if not isinstance(raw, dict):
             raise errors.bad_request(
                 f"the object provided is unrecognized (must be of type {self.kind.kind}): "
@@ -219,15 +245,45 @@ class ResourceStore:
                 f'no kind "{kind}" is registered for version "{self.kind.api_version}" in scheme "coreio"'
             )
         decoded = self.kind.decode(raw)
-        if decoded.unknown_fields and options.field_validation != FIELD_VALIDATION_IGNORE:
-            messages = [f'unknown field "{path}"' for path in decoded.unknown_fields]
-            if options.field_validation == FIELD_VALIDATION_STRICT:
-                raise errors.bad_request("strict decoding error: " + ", ".join(messages))
-            warnings.extend(messages)
-        obj = decoded.obj
+        self._check_strict(decoded.strict_errors, yaml_duplicates, options, warnings)
+        return self._typed(decoded.obj)
+
+    def _check_strict(
+        self, found: Strings, yaml_duplicates: Sequence[str], options: WriteOptions, warnings: Strings
+    ) -> None:
+        """fieldValidation of a create or update body. Strict: one 400 naming every unknown and
+        repeated field, a YAML body's repeated keys first (yaml.v2 reports them as one error).
+        Warn: a warning each, yaml.v2's lines split apart as upstream splits them."""
+        if options.field_validation == FIELD_VALIDATION_WARN:
+            warnings.extend([*yaml_duplicates, *found])
+        elif options.field_validation == FIELD_VALIDATION_STRICT and (yaml_duplicates or found):
+            yaml_error = [_yaml_unmarshal_errors(yaml_duplicates)] if yaml_duplicates else []
+            prefix = cannot_handle(self.kind.kind, self.kind.version)
+            raise errors.bad_request(prefix + _strict_decoding_error(yaml_error + found))
+
+    def _typed(self, obj: JSON) -> JSON:
         obj["apiVersion"] = self.kind.api_version
         obj["kind"] = self.kind.kind
         return self._with_type(obj)
+
+    def _decode_patched(
+        self, patcher: Patcher, result: JSON, options: WriteOptions, warnings: Strings
+    ) -> JSON:
+        """A patch's result decoded as upstream's patch handler decodes it: what does not decode is
+        a 422 on the field `patch` quoting the result, and so, under Strict, is every strict error
+        (the patch's own first, then the result's); under Warn each is a warning."""
+        try:
+            if not patcher.unstructured:
+                check_type_meta(result, self.kind.api_version, self.kind.kind)
+            decoded = self.kind.decode(result, unstructured=patcher.unstructured)
+        except DecodeError as exc:
+            raise invalid_patch(patcher.quoted(result), exc.detail) from None
+        if options.field_validation != FIELD_VALIDATION_IGNORE:
+            found = patcher.strict_errors + decoded.strict_errors
+            if found and options.field_validation == FIELD_VALIDATION_STRICT:
+                raise invalid_patch(patcher.quoted(result), _strict_decoding_error(found))
+            warnings.extend(found)
+        return self._typed(decoded.obj)
 
     # ----------------------------------------------------------------- reads
 
@@ -338,9 +394,11 @@ class ResourceStore:
 
     # ----------------------------------------------------------------- create
 
-    async def create(self, namespace: str, raw: Any, opts: WriteOptions) -> WriteResult:
+    async def create(
+        self, namespace: str, raw: Any, opts: WriteOptions, yaml_duplicates: Sequence[str] = ()
+    ) -> WriteResult:
         warnings: Strings = []
-        obj = self.decode_body(raw, opts, warnings)
+        obj = self.decode_body(raw, opts, warnings, yaml_duplicates)
         meta = objectmeta.metadata(obj)
         self._check_namespace(meta, namespace)
         if meta.get("resourceVersion"):
@@ -399,10 +457,12 @@ class ResourceStore:
 
     # ----------------------------------------------------------------- update and patch
 
-    async def update(self, namespace: str, name: str, raw: Any, opts: WriteOptions) -> WriteResult:
+    async def update(
+        self, namespace: str, name: str, raw: Any, opts: WriteOptions, yaml_duplicates: Sequence[str] = ()
+    ) -> WriteResult:
         """PUT: replaces the object; creates it when absent (both kinds allow create-on-update)."""
         warnings: Strings = []
-        obj = self.decode_body(raw, opts, warnings)
+        obj = self.decode_body(raw, opts, warnings, yaml_duplicates)
         meta = objectmeta.metadata(obj)
         self._check_namespace(meta, namespace)
         body_name = meta.get("name")
@@ -425,23 +485,14 @@ class ResourceStore:
             allow_create=True,
         )
 
-    async def patch(
-        self,
-        namespace: str,
-        name: str,
-        apply_patch: Callable[[JSON], Any],
-        opts: WriteOptions,
-    ) -> WriteResult:
-        """Applies `apply_patch` to the current object (retried on conflict) and stores the result."""
+    async def patch(self, namespace: str, name: str, patcher: Patcher, opts: WriteOptions) -> WriteResult:
+        """Applies `patcher` to the current object (retried on conflict) and stores the result."""
         warnings: Strings = []
 
         def patched(current: JSON) -> JSON:
-            result = apply_patch(copy.deepcopy(current))
-            attempt_warnings: Strings = []
-            obj = self.decode_body(result, opts, attempt_warnings)
-            for message in attempt_warnings:
-                if message not in warnings:
-                    warnings.append(message)
+            # Upstream patches the stored object's versioned JSON: its fields in the struct's order.
+            result = patcher.apply(self.kind.decode(current).obj)
+            obj = self._decode_patched(patcher, result, opts, warnings)
             meta = objectmeta.metadata(obj)
             if meta.get("name") != name:
                 raise _name_mismatch(str(meta.get("name") or ""), name)
@@ -452,9 +503,12 @@ class ResourceStore:
 
         return await self._update_loop(namespace, name, patched, opts, warnings, precondition=None)
 
-    async def apply(self, namespace: str, name: str, config: Any, opts: WriteOptions) -> WriteResult:
+    async def apply(
+        self, namespace: str, name: str, config: Any, opts: WriteOptions, yaml_duplicates: Sequence[str] = ()
+    ) -> WriteResult:
         """Server-side apply of `config` (the decoded apply patch) by `opts.field_manager`, forced
-        with `opts.force`; creates the object when it does not exist."""
+        with `opts.force`; creates the object when it does not exist. `yaml_duplicates`: the
+        configuration's repeated keys (codec.ParsedBody), refused or warned of per fieldValidation."""
         if not isinstance(config, dict):
             if config is not None:
                 raise errors.bad_request(
@@ -465,10 +519,13 @@ class ResourceStore:
         # The merged object holds no field the configuration could not (it is checked against the
         # schema first), so decoding it again warns of nothing.
         canonical = dataclasses.replace(opts, field_validation=FIELD_VALIDATION_IGNORE)
+        warnings: Strings = []
 
         def applied(current: JSON) -> JSON:
             creating = not current["metadata"].get("uid")
             merged = self.field_manager.apply(current, config, opts.field_manager, force=opts.force)
+            # Upstream decodes the configuration strictly once the field manager has applied it.
+            _check_apply_duplicates(yaml_duplicates, opts, warnings)
             uid = objectmeta.metadata(merged).get("uid")
             if creating and uid:
                 raise errors.conflict_error(
@@ -485,7 +542,7 @@ class ResourceStore:
             return obj
 
         return await self._update_loop(
-            namespace, name, applied, opts, [], precondition=None, allow_create=True
+            namespace, name, applied, opts, warnings, precondition=None, allow_create=True
         )
 
     async def _update_loop(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from apiserver import errors
+from apiserver import errors, gofmt, jsonvalue
 
 JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"
@@ -64,61 +64,43 @@ def parse_accept(header: str) -> list[MediaType]:
     return [e[2] for e in entries]
 
 
-class _DuplicateTracker:
-    """Remembers duplicate keys by the object they were found in, to name them by path later."""
-
-    def __init__(self) -> None:
-        self.found: list[tuple[int, str]] = []
-
-    def hook(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                self.found.append((id(result), key))
-            result[key] = value
-        return result
-
-
 @dataclass
 class ParsedBody:
     value: Any
-    # JSON paths of keys given twice (`metadata.labels.a`); the last value won.
-    duplicate_fields: list[str]
+    # A YAML body's repeated keys, as yaml.v2's strict decoding words each: `line 5: key "name"
+    # already set in map` (a JSON body's are kept by its jsonvalue.JSONObjects).
+    yaml_duplicates: list[str] = field(default_factory=list)
 
 
+EXCESSIVE_ALIASING = "error converting YAML to JSON: yaml: document contains excessive aliasing"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _key(key: Any) -> Any:
+    return _LONE_SURROGATE.sub("\ufffd", key) if isinstance(key, str) else key
+
+
 class _Normalizer:
-    """One pass over a decoded body: bounds its depth and (expanded) size, replaces lone UTF-16
-    surrogates with U+FFFD as Go's decoder does, and records each object's JSON path."""
+    """One pass over a decoded body: bounds its depth and (expanded) size, and replaces lone
+    UTF-16 surrogates with U+FFFD as Go's decoder does."""
 
     def __init__(self, max_nodes: int) -> None:
         self.max_nodes = max_nodes
         self.nodes = 0
-        self.paths: dict[int, str] = {}
 
-    def walk(self, value: Any, path: str = "", depth: int = 0) -> Any:
+    def walk(self, value: Any, depth: int = 0) -> Any:
         self.nodes += 1
         if self.nodes > self.max_nodes:
-            raise errors.bad_request(
-                "error converting YAML to JSON: yaml: document contains excessive aliasing"
-            )
+            raise errors.bad_request(EXCESSIVE_ALIASING)
         if depth > MAX_DEPTH:
             raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep")
         if isinstance(value, str):
             return _LONE_SURROGATE.sub("\ufffd", value)
         if isinstance(value, dict):
-            self.paths[id(value)] = path
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                if isinstance(key, str):
-                    key = _LONE_SURROGATE.sub("\ufffd", key)
-                out[key] = self.walk(item, f"{path}.{key}" if path else str(key), depth + 1)
-            self.paths[id(out)] = path
-            return out
+            pairs = [(_key(key), self.walk(item, depth + 1)) for key, item in jsonvalue.members(value)]
+            return jsonvalue.from_pairs(pairs)
         if isinstance(value, list):
-            return [self.walk(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)]
+            return [self.walk(item, depth + 1) for item in value]
         return value
 
 
@@ -127,22 +109,13 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_json(body: bytes) -> ParsedBody:
-    tracker = _DuplicateTracker()
     try:
-        value = json.loads(body, object_pairs_hook=tracker.hook, parse_constant=_reject_constant)
+        value = json.loads(body, object_pairs_hook=jsonvalue.from_pairs, parse_constant=_reject_constant)
     except RecursionError:
         raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
-    normalizer = _Normalizer(max_nodes=len(body) + 1)
-    normalized = normalizer.walk(value)
-    duplicates: list[str] = []
-    for container_id, key in tracker.found:
-        parent = normalizer.paths.get(container_id, "")
-        path = f"{parent}.{key}" if parent else key
-        if path not in duplicates:
-            duplicates.append(path)
-    return ParsedBody(normalized, duplicates)
+    return ParsedBody(_Normalizer(max_nodes=len(body) + 1).walk(value))
 
 
 class _Loader(yaml.SafeLoader):
@@ -155,9 +128,73 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+def _go_sharp_v_key(key: Any) -> str:
+    """%#v of a YAML map key as yaml.v2 decodes it (a string quoted, a number bare)."""
+    if isinstance(key, str):
+        return errors.go_quote(key)
+    return gofmt.go_sharp_v(key)
+
+
+class _YAMLDuplicates:
+    """yaml.v2's strict check of a composed document: each repeated key of a mapping, reported on
+    the line of its value, after whatever that value itself repeats (the order yaml.v2 decodes in),
+    and again wherever an alias repeats the mapping. Read before construction, which expands merge
+    keys (`<<`) in place."""
+
+    def __init__(self, loader: _Loader, max_nodes: int) -> None:
+        self.loader = loader
+        self.found: list[str] = []
+        self.budget = max_nodes
+
+    def walk(self, node: yaml.Node) -> None:
+        # Aliases are walked as often as they are used, so they are bounded as the body is.
+        self.budget -= 1
+        if self.budget < 0:
+            raise errors.bad_request(EXCESSIVE_ALIASING)
+        if isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self.walk(item)
+        elif isinstance(node, yaml.MappingNode):
+            self._mapping(node)
+
+    def _mapping(self, node: yaml.MappingNode) -> None:
+        keys: list[Any] = []
+        for key_node, value_node in node.value:
+            self.walk(value_node)
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.loader.construct_object(key_node)
+            if any(type(key) is type(seen) and key == seen for seen in keys):
+                line = value_node.start_mark.line + 1
+                self.found.append(f"line {line}: key {_go_sharp_v_key(key)} already set in map")
+            keys.append(key)
+
+
+def _load_yaml(body: bytes) -> tuple[Any, list[str]]:
+    loader = _Loader(body)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, []
+        duplicates = _YAMLDuplicates(loader, max_nodes=len(body) + 1)
+        duplicates.walk(node)
+        return loader.construct_document(node), duplicates.found
+    finally:
+        loader.dispose()
+
+
+def _sorted_keys(value: Any) -> Any:
+    """sigs.k8s.io/yaml turns YAML into JSON through Go maps: every object's keys come out sorted."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
 def parse_yaml(body: bytes) -> ParsedBody:
     try:
-        value = yaml.load(body, Loader=_Loader)
+        value, duplicates = _load_yaml(body)
     except RecursionError:
         raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError as exc:
@@ -170,7 +207,7 @@ def parse_yaml(body: bytes) -> ParsedBody:
         value = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise errors.bad_request(f"error converting YAML to JSON: {exc}") from None
-    return ParsedBody(value, [])
+    return ParsedBody(_sorted_keys(value), duplicates)
 
 
 def parse_body(

@@ -3,7 +3,6 @@ kube-apiserver: a known path with a wrong method is 405, an unknown path 404, bo
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -23,7 +22,7 @@ from apiserver.http.responses import (
 )
 from apiserver.http.watchstream import stream_watch, watch_timeout
 from apiserver.options import DeleteOptions, WriteOptions, delete_options_from_body
-from apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
+from apiserver.patch import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
 from apiserver.registry import ResourceStore
 from apiserver.selectors import escape_field_value, parse_field_selector
 
@@ -184,19 +183,17 @@ class ApiHandler:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
         opts.user = request.get("user")
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
-        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
-        result = await route.store.create(_ns(route), parsed.value, opts)
-        return object_response(request, result.obj, status=201, warnings=warnings + result.warnings)
+        result = await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
+        return object_response(request, result.obj, status=201, warnings=result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         opts.user = request.get("user")
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         assert route.name is not None
-        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
-        result = await route.store.update(_ns(route), route.name, parsed.value, opts)
+        result = await route.store.update(_ns(route), route.name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(
-            request, result.obj, status=201 if result.created else 200, warnings=warnings + result.warnings
+            request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
 
     async def _patch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
@@ -222,19 +219,16 @@ class ApiHandler:
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)
         _, parsed = codec.parse_body(content_type, await request.read(), served)
-        document = parsed.value
-        validation = opts.field_validation
-        apply: Callable[[JSON], Any]
+        patcher: Patcher
         if media == codec.JSON_PATCH_TYPE:
-            apply = lambda current: apply_json_patch(current, document, field_validation=validation)  # noqa: E731
+            patcher = JSONPatcher(parsed.value, opts.field_validation)
         elif media == codec.MERGE_PATCH_TYPE:
-            apply = lambda current: apply_merge_patch(current, document, field_validation=validation)  # noqa: E731
+            patcher = MergePatcher(parsed.value, opts.field_validation)
         else:
             schema = route.store.kind.patch_schema
-            apply = lambda current: apply_strategic_merge_patch(current, document, schema)  # noqa: E731
-        warnings = _duplicate_warnings(parsed.duplicate_fields, opts.field_validation)
-        result = await route.store.patch(_ns(route), route.name, apply, opts)
-        return object_response(request, result.obj, warnings=warnings + result.warnings)
+            patcher = StrategicMergePatcher(parsed.value, opts.field_validation, schema)
+        result = await route.store.patch(_ns(route), route.name, patcher, opts)
+        return object_response(request, result.obj, warnings=result.warnings)
 
     async def _apply(
         self, request: web.Request, route: ResourceRoute, opts: WriteOptions
@@ -247,7 +241,7 @@ class ApiHandler:
             )
         except errors.StatusError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc.message}") from None
-        result = await route.store.apply(_ns(route), route.name, parsed.value, opts)
+        result = await route.store.apply(_ns(route), route.name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
@@ -318,12 +312,3 @@ def _aggregated_version(accept: str) -> str | None:
         if media.type in (codec.JSON_TYPE, "*/*", "application/*"):
             return None
     return None
-
-
-def _duplicate_warnings(duplicates: list[str], field_validation: str) -> list[str]:
-    if not duplicates or field_validation == "Ignore":
-        return []
-    messages = [f'duplicate field "{name}"' for name in duplicates]
-    if field_validation == "Strict":
-        raise errors.bad_request("strict decoding error: " + ", ".join(messages))
-    return messages

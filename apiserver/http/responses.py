@@ -138,8 +138,9 @@ def _header_safe(text: str) -> bool:
 
 def add_warnings(response: web.StreamResponse, warnings: list[str]) -> None:
     """One `Warning: 299 - "<text>"` header per warning, quotes and backslashes escaped; a warning
-    that cannot be a header value is left out, as upstream's warning recorder leaves it out."""
-    for text in warnings:
+    that cannot be a header value, or that was already given, is left out, as upstream's warning
+    recorder leaves it out."""
+    for text in dict.fromkeys(warnings):
         if not _header_safe(text):
             continue
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')

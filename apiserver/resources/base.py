@@ -27,10 +27,13 @@ JSON = dict[str, Any]
 @dataclass
 class Decoded:
     """A decoded body. `unknown_fields` are JSON paths (`spec.foo`, `subjects[0].bar`) of fields the
-    schema does not know, in document order; they are already removed from `obj`."""
+    schema does not know, in document order; they are already removed from `obj`. `strict_errors`
+    are what fieldValidation=Strict refuses and Warn warns of, worded and ordered as upstream's
+    decoder reports them: `unknown field "spec"`, `duplicate field "metadata.name"`."""
 
     obj: JSON
     unknown_fields: list[str] = field(default_factory=list)
+    strict_errors: list[str] = field(default_factory=list)
 
 
 class ResourceKind(ABC):
@@ -71,9 +74,10 @@ class ResourceKind(ABC):
         return f"{self.group}/{self.version}"
 
     @abstractmethod
-    def decode(self, data: JSON) -> Decoded:
-        """Canonical object from parsed JSON. Raises StatusError 400 (BadRequest) on a type error,
-        naming the field, as upstream's decoder does."""
+    def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
+        """Canonical object from parsed JSON. Raises schema.DecodeError (400 BadRequest) on a type
+        error, naming the field, as upstream's decoder does; with `unstructured`, as upstream's
+        unstructured converter (a strategic merge patch's) does."""
 
     @abstractmethod
     def prepare_for_create(self, obj: JSON) -> None:

@@ -476,8 +476,8 @@ class EventKind(ResourceKind):
     # orphan or foregroundDeletion finalizer (and drops one the Event carries).
     garbage_collected: ClassVar[bool] = False
 
-    def decode(self, data: JSON) -> Decoded:
-        return decode_object(Event, data, kind=self.kind, version=self.version)
+    def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
+        return decode_object(Event, data, kind=self.kind, version=self.version, unstructured=unstructured)
 
     def prepare_for_create(self, obj: JSON) -> None:
         """Nothing beyond the generic metadata handling, as upstream."""

@@ -254,8 +254,10 @@ class RoleBindingKind(ResourceKind):
     table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
     go_type: ClassVar[str] = "rbac.RoleBinding"
 
-    def decode(self, data: JSON) -> Decoded:
-        decoded = decode_object(RoleBinding, data, kind=self.kind, version=self.version)
+    def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
+        decoded = decode_object(
+            RoleBinding, data, kind=self.kind, version=self.version, unstructured=unstructured
+        )
         set_defaults(decoded.obj)
         return decoded
 

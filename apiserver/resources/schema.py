@@ -6,14 +6,15 @@ says how Go's encoding/json treats it (omitempty, pointer or value, int32/int64,
 `fields_of(model)` turns a model into `FieldSpec`s; the decoder here and the OpenAPI generator both
 read those.
 
-Decoding follows upstream's JSON decoder (case-sensitive keys, unknown fields dropped and reported
-with their JSON paths) and then marshals the result as Go's encoding/json would: struct order,
-omitempty, value structs always present, a zero Time as null.
+Decoding follows upstream's JSON decoder (case-sensitive keys, unknown fields dropped and, with
+repeated ones, reported as its strict mode reports them) and then marshals the result as Go's
+encoding/json would: struct order, omitempty, value structs always present, a zero Time as null.
+A strategic merge patch's result is decoded as upstream's unstructured converter decodes it instead,
+with that converter's rules and wording.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 import types
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from apiserver.errors import bad_request, go_quote
+from apiserver import jsonvalue
+from apiserver.errors import StatusError, go_quote
 from apiserver.resources.base import JSON, Decoded
 
 # Values of Go.format.
@@ -47,16 +49,20 @@ class Go:
     pointer: the Go field is a pointer (*int64, *bool, *Time, *Struct): absent stays absent, while a
         present zero value is kept.
     format: INT32/INT64 for integers (default INT64), TIME/MICRO_TIME for timestamps held as str.
+    type_name: the Go type of a string field declared with a named type (`types.UID`), which
+        decoding errors name.
     """
 
     omitempty: bool = False
     pointer: bool = False
     format: str = ""
+    type_name: str = ""
 
 
 @dataclass(frozen=True)
 class Scalar:
     name: str  # "string", "bool", "int32", "int64"
+    named: str = ""  # the Go type where the field's is a named one (`types.UID`)
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ class FieldSpec:
 def go_type_name(spec: TypeSpec) -> str:
     """The Go type as upstream's decoder names it in errors (`[]v1.Subject`, `map[string]string`)."""
     if isinstance(spec, Scalar):
-        return spec.name
+        return spec.named or spec.name
     if isinstance(spec, Timestamp):
         return f"{GO_PACKAGE}.MicroTime" if spec.micro else f"{GO_PACKAGE}.Time"
     if isinstance(spec, Struct):
@@ -134,7 +140,7 @@ def _type_spec(annotation: Any, go: Go) -> TypeSpec:
     if annotation is str:
         if go.format in (TIME, MICRO_TIME):
             return Timestamp(micro=go.format == MICRO_TIME)
-        return Scalar("string")
+        return Scalar("string", go.type_name)
     if annotation is bool:
         return Scalar("bool")
     if annotation is int:
@@ -220,6 +226,20 @@ def canonical_timestamp(text: str, *, micro: bool) -> str | None:
 # ----------------------------------------------------------------------------- decoding
 
 
+def cannot_handle(kind: str, version: str) -> str:
+    """How kube-apiserver prefixes the error of a create or update body it cannot decode."""
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: '
+
+
+class DecodeError(StatusError):
+    """A body that does not decode into the kind's struct. A create or update answers it as this
+    400; a patch quotes `detail`, the decoder's own error, in a 422 on the field `patch`."""
+
+    def __init__(self, kind: str, version: str, detail: str) -> None:
+        super().__init__(400, "BadRequest", cannot_handle(kind, version) + detail)
+        self.detail = detail
+
+
 class _TypeMismatch(Exception):
     pass
 
@@ -236,28 +256,33 @@ def _json_kind(value: Any) -> str:
     return "object"
 
 
+def _reflect_kind(value: Any) -> str:
+    """The reflect.Kind of a value as the unstructured converter holds it."""
+    if isinstance(value, dict):
+        return "map"
+    if isinstance(value, list):
+        return "slice"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    return "string"
+
+
 _INT_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
 
-class _Decoder:
-    def __init__(self) -> None:
-        self.unknown: list[str] = []
+def _time_error(raw: str, t: Timestamp) -> str:
+    # The layout and value as time.Parse quotes them; not its account of where parsing stopped.
+    layout = MICRO_TIME_LAYOUT if t.micro else TIME_LAYOUT
+    quoted = go_quote(raw)
+    return f"parsing time {quoted} as {go_quote(layout)}: cannot parse {quoted} as an RFC 3339 date-time"
 
-    def struct(self, model: type[BaseModel], data: JSON, path: str, stack: tuple[str, ...]) -> JSON:
-        specs = fields_of(model)
-        by_name = {spec.name: spec for spec in specs}
-        values: dict[str, Any] = {}
-        for key, raw in data.items():
-            child = f"{path}.{key}" if path else key
-            spec = by_name.get(key)
-            if spec is None:
-                self.unknown.append(child)
-                continue
-            if raw is None:  # null: the field stays (or becomes) unset
-                values.pop(key, None)
-                continue
-            values[key] = self.value(spec.type, raw, child, (*stack, key), model.__name__)
-        return self.marshal(specs, values)
+
+class _Unmarshal:
+    """What both decoders share: marshalling the decoded fields as Go's encoding/json would."""
 
     def marshal(self, specs: tuple[FieldSpec, ...], values: dict[str, Any]) -> JSON:
         out: JSON = {}
@@ -294,22 +319,43 @@ class _Decoder:
             return self.marshal(fields_of(t.model), {})
         return None
 
+
+class _Decoder(_Unmarshal):
+    """sigs.k8s.io/json decoding a body into the kind's struct (case-sensitive keys): the first type
+    error in text order fails it; unknown and repeated fields are strict errors, in text order. A
+    repeated field's every value is decoded (as Go does), the last one kept."""
+
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+        self.strict = jsonvalue.StrictErrors()
+
+    def struct(self, model: type[BaseModel], data: JSON, path: str, stack: tuple[str, ...]) -> JSON:
+        specs = fields_of(model)
+        by_name = {spec.name: spec for spec in specs}
+        values: dict[str, Any] = {}
+        seen: set[str] = set()
+        for key, raw in jsonvalue.members(data):
+            child = jsonvalue.join(path, key)
+            spec = by_name.get(key)
+            if spec is None:
+                if child not in self.unknown:
+                    self.unknown.append(child)
+                self.strict.unknown(child)
+                continue
+            if key in seen:
+                self.strict.duplicate(child)
+            seen.add(key)
+            if raw is None:  # null: the field stays (or becomes) unset
+                values.pop(key, None)
+                continue
+            values[key] = self.value(spec.type, raw, child, (*stack, key), model.__name__)
+        return self.marshal(specs, values)
+
     def value(self, t: TypeSpec, raw: Any, path: str, stack: tuple[str, ...], owner: str) -> Any:
         if isinstance(t, Scalar):
             return self.scalar(t, raw, stack, owner)
         if isinstance(t, Timestamp):
-            if not isinstance(raw, str):
-                # Upstream's Time.UnmarshalJSON first decodes a JSON string.
-                raise self.mismatch(_json_kind(raw), stack, owner, "string")
-            try:
-                return canonical_timestamp(raw, micro=t.micro)
-            except ValueError:
-                layout = MICRO_TIME_LAYOUT if t.micro else TIME_LAYOUT
-                raise _TypeMismatch(
-                    f"parsing time {go_quote(raw)} as {go_quote(layout)}: cannot parse "
-                    f"{go_quote(raw)} as an RFC 3339 date-time (Go struct field "
-                    f"{owner}.{'.'.join(stack)} of type {go_type_name(t)})"
-                ) from None
+            return self.timestamp(t, raw, stack, owner)
         if isinstance(t, Struct):
             if not isinstance(raw, dict):
                 raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
@@ -324,13 +370,31 @@ class _Decoder:
         if isinstance(t, MapOf):
             if not isinstance(raw, dict):
                 raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
-            return {
-                key: self.zero(t.value) if item is None else self.value(t.value, item, path, stack, owner)
-                for key, item in raw.items()
-            }
+            return self.map(t, raw, path, stack, owner)
         if not isinstance(raw, dict):
             raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
-        return copy.deepcopy(raw)
+        # FieldsV1 keeps its raw JSON: nothing inside it is checked.
+        return jsonvalue.plain(raw)
+
+    def map(self, t: MapOf, raw: JSON, path: str, stack: tuple[str, ...], owner: str) -> JSON:
+        out: JSON = {}
+        for key, item in jsonvalue.members(raw):
+            child = jsonvalue.join(path, key)
+            if key in out:
+                self.strict.duplicate(child)
+            out[key] = self.zero(t.value) if item is None else self.value(t.value, item, child, stack, owner)
+        return out
+
+    def timestamp(self, t: Timestamp, raw: Any, stack: tuple[str, ...], owner: str) -> str | None:
+        if not isinstance(raw, str):
+            # Upstream's Time.UnmarshalJSON first decodes a JSON string.
+            raise self.mismatch(_json_kind(raw), stack, owner, "string")
+        try:
+            return canonical_timestamp(raw, micro=t.micro)
+        except ValueError:
+            raise _TypeMismatch(
+                f"{_time_error(raw, t)} (Go struct field {owner}.{'.'.join(stack)} of type {go_type_name(t)})"
+            ) from None
 
     def scalar(self, t: Scalar, raw: Any, stack: tuple[str, ...], owner: str) -> Any:
         if t.name == "string":
@@ -344,7 +408,7 @@ class _Decoder:
             if isinstance(raw, int) and low <= raw <= high:
                 return raw
             raise self.mismatch(f"number {raw!r}", stack, owner, t.name)
-        raise self.mismatch(_json_kind(raw), stack, owner, t.name)
+        raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
 
     @staticmethod
     def mismatch(what: str, stack: tuple[str, ...], owner: str, go_type: str) -> _TypeMismatch:
@@ -353,21 +417,117 @@ class _Decoder:
         )
 
 
-def decode_object(model: type[BaseModel], data: Any, *, kind: str, version: str) -> Decoded:
+def _wrap(value: int, width: str) -> int:
+    """Go's conversion of an int64 to int32 (or int64): the low bits, as a signed number."""
+    low, high = _INT_RANGES[width]
+    span = high - low + 1
+    return (value - low) % span + low
+
+
+class _Converter(_Unmarshal):
+    """runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation, which turns a strategic
+    merge patch's result into the typed object. It walks a struct's fields in declaration order (the
+    first error is the first such field's), converts numbers as reflect does (an int64 truncated to
+    an int32, a whole float64 taken as an integer), and words its errors its own way. Unknown
+    fields are reported sorted; a map holds no repeated keys to report."""
+
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+
+    def struct(self, model: type[BaseModel], data: Any, path: str) -> JSON:
+        if not isinstance(data, dict):
+            raise _TypeMismatch(f"cannot restore struct from: {_reflect_kind(data)}")
+        specs = fields_of(model)
+        values: dict[str, Any] = {}
+        for spec in specs:
+            raw = data.get(spec.name)
+            if raw is not None:
+                values[spec.name] = self.value(spec.type, raw, jsonvalue.join(path, spec.name))
+        names = {spec.name for spec in specs}
+        self.unknown.extend(jsonvalue.join(path, key) for key in data if key not in names)
+        return self.marshal(specs, values)
+
+    def value(self, t: TypeSpec, raw: Any, path: str) -> Any:
+        if isinstance(t, Scalar):
+            return _convert_scalar(t, raw)
+        if isinstance(t, Timestamp):
+            return _convert_timestamp(t, raw)
+        if isinstance(t, Struct):
+            return self.struct(t.model, raw, path)
+        if isinstance(t, ListOf):
+            if not isinstance(raw, list):
+                raise _TypeMismatch(f"cannot restore slice from {_reflect_kind(raw)}")
+            return [self.item(t.item, item, f"{path}[{i}]") for i, item in enumerate(raw)]
+        if isinstance(t, MapOf):
+            if not isinstance(raw, dict):
+                raise _TypeMismatch(f"cannot restore map from {_reflect_kind(raw)}")
+            return {key: self.item(t.value, item, jsonvalue.join(path, key)) for key, item in raw.items()}
+        if not isinstance(raw, dict):
+            # Upstream's FieldsV1 would keep any JSON; managedFields here must hold objects.
+            kind = _json_kind(raw)
+            raise _TypeMismatch(f"json: cannot unmarshal {kind} into Go value of type {go_type_name(t)}")
+        return jsonvalue.plain(raw)
+
+    def item(self, t: TypeSpec, raw: Any, path: str) -> Any:
+        """An element of a slice or map: null is the element type's zero value."""
+        return self.zero(t) if raw is None else self.value(t, raw, path)
+
+
+def _convert_scalar(t: Scalar, raw: Any) -> Any:
+    if t.name == "string":
+        if isinstance(raw, str):
+            return raw
+        if _reflect_kind(raw) == "int64":
+            # Go converts an integer to a string type (as a rune), so the converter refuses it by name.
+            raise _TypeMismatch(f"cannot convert int64 to {go_type_name(t)}")
+    elif t.name == "bool":
+        if isinstance(raw, bool):
+            return raw
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        return _wrap(raw, t.name)
+    elif isinstance(raw, float):
+        if raw == int(raw):
+            return _wrap(int(raw), t.name)
+        raise _TypeMismatch(f"cannot convert float64 to {t.name}")
+    # Kinds that do not convert at all (a string to a number, anything to a bool) fall through to
+    # the converter's catch-all, which names the destination's kind.
+    raise _TypeMismatch(f"unrecognized type: {t.name}")
+
+
+def _convert_timestamp(t: Timestamp, raw: Any) -> str | None:
+    """Time.UnmarshalJSON of the value marshalled back to JSON: it must be a JSON string."""
+    if not isinstance(raw, str):
+        raise _TypeMismatch(f"json: cannot unmarshal {_json_kind(raw)} into Go value of type string")
+    try:
+        return canonical_timestamp(raw, micro=t.micro)
+    except ValueError:
+        raise _TypeMismatch(_time_error(raw, t)) from None
+
+
+def decode_object(
+    model: type[BaseModel], data: Any, *, kind: str, version: str, unstructured: bool = False
+) -> Decoded:
     """The canonical object of a parsed request body, with its unknown fields pruned and reported.
 
-    Raises StatusError 400 on a type error, worded as kube-apiserver words it:
+    Raises DecodeError (400) on a type error, worded as kube-apiserver words it:
     `RoleBinding in version "v1" cannot be handled as a RoleBinding: json: cannot unmarshal string
-    into Go struct field RoleBinding.subjects of type []v1.Subject`.
+    into Go struct field RoleBinding.subjects of type []v1.Subject`. With `unstructured`, `data` is
+    converted as a strategic merge patch's result is, errors worded as that converter words them.
     """
-    prefix = f'{kind} in version "{version}" cannot be handled as a {kind}: '
     if not isinstance(data, dict):
-        raise bad_request(
-            prefix + f"json: cannot unmarshal {_json_kind(data)} into Go value of type {GO_PACKAGE}.{kind}"
-        )
+        detail = f"json: cannot unmarshal {_json_kind(data)} into Go value of type {GO_PACKAGE}.{kind}"
+        raise DecodeError(kind, version, detail)
+    if unstructured:
+        converter = _Converter()
+        try:
+            obj = converter.struct(model, data, "")
+        except _TypeMismatch as exc:
+            raise DecodeError(kind, version, str(exc)) from None
+        found = sorted(f'unknown field "{path}"' for path in converter.unknown)
+        return Decoded(obj, converter.unknown, found)
     decoder = _Decoder()
     try:
         obj = decoder.struct(model, data, "", ())
     except _TypeMismatch as exc:
-        raise bad_request(prefix + str(exc)) from None
-    return Decoded(obj, decoder.unknown)
+        raise DecodeError(kind, version, str(exc)) from None
+    return Decoded(obj, decoder.unknown, decoder.strict.messages)

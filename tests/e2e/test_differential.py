@@ -34,8 +34,7 @@ core type's fields (`involvedObject`, `message`, `count`, `source`, `firstTimest
 and messages must still agree.
 
 A known difference is never hidden: its case is marked xfail (strict, so it fails loudly the day the
-difference goes away) with the two answers in the reason. Patch-decoding answers and strict-decoding
-messages are being reworked elsewhere; those cases are xfail(strict=False) while they differ.
+difference goes away) with the two answers in the reason.
 """
 
 from __future__ import annotations
@@ -458,12 +457,6 @@ def differs(kube_apiserver: str, coreio: str) -> Marks:
     return (pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason),)
 
 
-def in_flux(kube_apiserver: str, coreio: str) -> Marks:
-    """A difference in answers another change is reworking (patch decoding, strict decoding)."""
-    reason = f"being reworked (patch/strict decoding): kube-apiserver: {kube_apiserver}; coreio: {coreio}"
-    return (pytest.mark.xfail(strict=False, raises=AssertionError, reason=reason),)
-
-
 def case(kind: Kind, name: str, *steps: Step, marks: Marks = ()) -> Case:
     return Case(f"{kind.short}-{name}", kind, steps, marks)
 
@@ -486,10 +479,6 @@ RELEASED_RESOURCE_VERSION = differs(
 DRY_RUN_VALUE = differs(
     'dryRun: Unsupported value: []string{"Maybe"}: supported values: "All"',
     'dryRun: Unsupported value: "Maybe": supported values: "All"',
-)
-STRICT_PREFIX = in_flux(
-    '400 "<Kind> in version \\"v1\\" cannot be handled as a <Kind>: strict decoding error: ..."',
-    '400 "strict decoding error: ..." (no prefix)',
 )
 
 
@@ -577,7 +566,7 @@ def patch_cases() -> list[Case]:
             "patch-malformed-merge",
             post(rb),
             patch("one", '{"metadata":', MERGE),
-            marks=in_flux(
+            marks=differs(
                 '400 "error decoding patch: unexpected end of JSON input"',
                 "400 \"couldn't get version/kind; json parse error: Expecting value: line 1 column 13 "
                 '(char 12)"',
@@ -714,7 +703,7 @@ def field_validation_cases() -> list[Case]:
 
     return [
         *(mode(kind, "Warn") for kind in BOTH),
-        *(mode(kind, "Strict", STRICT_PREFIX) for kind in BOTH),
+        *(mode(kind, "Strict") for kind in BOTH),
         mode(EV, ""),
         mode(RB, "Ignore"),
         case(EV, "field-validation-unsupported-mode", post(unknown(EV), "?fieldValidation=Loud")),
@@ -723,14 +712,12 @@ def field_validation_cases() -> list[Case]:
             EV,
             "field-validation-duplicate-strict",
             post(duplicated(EV), "?fieldValidation=Strict"),
-            marks=STRICT_PREFIX,
         ),
         case(
             RB,
             "field-validation-update-strict",
             post(one(RB)),
             put("one", unknown(RB), "?fieldValidation=Strict"),
-            marks=STRICT_PREFIX,
         ),
         case(
             EV,
@@ -743,10 +730,11 @@ def field_validation_cases() -> list[Case]:
             "field-validation-merge-patch-strict",
             post(one(RB)),
             patch("one", {"bogus": 1}, MERGE, "?fieldValidation=Strict"),
-            marks=in_flux(
-                '422 Invalid, cause on field "patch": \' "" is invalid: patch: Invalid value: "<the patched '
-                'object>": strict decoding error: unknown field "bogus"\'',
-                '400 BadRequest "strict decoding error: unknown field \\"bogus\\""',
+            # The answers agree but for the resourceVersion quoted inside the escaped patched
+            # object, which the comparison does not yet number per side.
+            marks=differs(
+                '422 Invalid on field "patch" quoting the patched object with its resourceVersion',
+                "the same, quoting the resourceVersion of coreio's storage (numbers not mapped)",
             ),
         ),
         *(apply_strict(kind) for kind in BOTH),
@@ -755,7 +743,7 @@ def field_validation_cases() -> list[Case]:
 
 def apply_strict(kind: Kind) -> Case:
     named = ".bogus" if kind is EV else ".metadata.alsoBogus and .bogus"
-    marks = in_flux(
+    marks = differs(
         f'500 (no reason) "failed to create typed patch object ...": {named} "field not declared in schema"',
         "400 BadRequest, the same message naming .metadata.alsoBogus and .bogus",
     )

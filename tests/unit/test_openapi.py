@@ -333,7 +333,7 @@ class WidgetKind(ResourceKind):
     singular: ClassVar[str] = "widget"
     model: ClassVar[type[BaseModel]] = Widget
 
-    def decode(self, data: JSON) -> Decoded:
+    def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
         return Decoded(data)
 
     def prepare_for_create(self, obj: JSON) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from apiserver import jsonvalue
 from apiserver.errors import StatusError
 from apiserver.gofmt import go_float
 from apiserver.patch import (
@@ -17,12 +19,16 @@ from apiserver.patch import (
     MAX_JSON_PATCH_OPERATIONS,
     OBJECT_META_PATCH_SCHEMA,
     ROLE_BINDING_PATCH_SCHEMA,
+    JSONPatcher,
+    MergePatcher,
     PatchSchema,
     PatchStrategy,
+    StrategicMergePatcher,
     _go_stable_sort,
     apply_json_patch,
     apply_merge_patch,
     apply_strategic_merge_patch,
+    check_type_meta,
 )
 
 DECODING = "error decoding patch: json: cannot unmarshal "
@@ -102,9 +108,9 @@ def test_merge_patch_on_an_object() -> None:
 
 
 def test_merge_patch_prunes_nulls_inside_values_it_sets_as_json_patch_v4_does() -> None:
-    # Null members of objects inside an array that replaces a value are pruned, and null
-    # elements of such arrays dropped.
-    assert apply_merge_patch({}, {"a": [1, None, {"b": None, "c": 2}]}) == {"a": [1, {"c": 2}]}
+    # Null members of objects inside an array that replaces a value are pruned, while null
+    # elements of such arrays stay (kube-apiserver 1.33 writes `[1,null,{"c":2}]`).
+    assert apply_merge_patch({}, {"a": [1, None, {"b": None, "c": 2}]}) == {"a": [1, None, {"c": 2}]}
     assert apply_merge_patch({"a": "x"}, {"a": {"b": None, "c": {"d": None}}}) == {"a": {"c": {}}}
     # ...but a non-object replacing an object is taken as it is.
     assert apply_merge_patch({"a": {"x": 1}}, {"a": [None, {"b": None}]}) == {"a": [None, {"b": None}]}
@@ -147,8 +153,9 @@ def test_merge_patch_array_without_strict_decoding_replaces_the_object_and_fails
     detail = (
         "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
     )
-    # %q of the patched JSON, whose HTML-safe escapes get their backslashes escaped.
-    body = r'Invalid value: "[1,\"\\u003cx\\u003e\"]": ' + detail + FIND_KIND
+    # %q of the patched JSON (its null elements kept), whose HTML-safe escapes get their
+    # backslashes escaped.
+    body = r'Invalid value: "[1,null,\"\\u003cx\\u003e\"]": ' + detail + FIND_KIND
     assert err.message == f' "" is invalid: patch: {body}'
     assert err.details == {"causes": [{"reason": "FieldValueInvalid", "message": body, "field": "patch"}]}
 
@@ -1082,3 +1089,105 @@ def test_go_stable_sort_with_upstreams_comparator_for_absent_items() -> None:
 )
 def test_go_float_formatting(value: float, text: str) -> None:
     assert go_float(value) == text
+
+
+# =============================================================================================
+# What json-patch writes back out, which a 422 about the result quotes (kube-apiserver's answers
+# in tests/integration/test_decode_errors.py show the same orders).
+
+
+def _decoded(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=jsonvalue.from_pairs)
+
+
+def test_merge_patch_sorts_what_it_decodes_and_sets_the_rest_as_it_is() -> None:
+    original = {"kind": "K", "metadata": {"uid": "u", "name": "n"}, "roleRef": {"name": "v", "kind": "R"}}
+    patch = _decoded(
+        '{"zz":[1,null,{"b":null,"a":2}],"subjects":{"b":1,"a":{"d":null,"c":1}},'
+        '"roleRef":[{"b":1,"a":null}],"metadata":{"labels":{"y":"1","x":"2"}}}'
+    )
+    assert jsonvalue.compact(apply_merge_patch(original, patch)) == (
+        '{"kind":"K","metadata":{"labels":{"x":"2","y":"1"},"name":"n","uid":"u"},'
+        '"roleRef":[{"b":1,"a":null}],"subjects":{"a":{"c":1},"b":1},"zz":[1,null,{"a":2}]}'
+    )
+
+
+def test_json_patch_sorts_only_what_it_walks_into_or_compares() -> None:
+    original = {
+        "kind": "K",
+        "metadata": {"uid": "u", "name": "n"},
+        "roleRef": {"name": "v", "kind": "R"},
+        "subjects": [{"name": "a", "kind": "User"}],
+    }
+    patch = _decoded(
+        '[{"op":"add","path":"/zz","value":{"b":{"d":1,"c":2},"a":1}},{"op":"move","from":"/zz/b","path":"/yy"},'
+        '{"op":"copy","from":"/roleRef","path":"/xx"},{"op":"add","path":"/subjects/0/q","value":1},'
+        '{"op":"test","path":"/yy","value":{"c":2,"d":1}},{"op":"add","path":"/ww","value":[{"b":null,"a":"<&>"}]}]'
+    )
+    assert jsonvalue.compact(apply_json_patch(original, patch)) == (
+        '{"kind":"K","metadata":{"uid":"u","name":"n"},"roleRef":{"name":"v","kind":"R"},'
+        '"subjects":[{"kind":"User","name":"a","q":1}],"ww":[{"b":null,"a":"\\u003c\\u0026\\u003e"}],'
+        '"xx":{"name":"v","kind":"R"},"yy":{"c":2,"d":1},"zz":{"a":1}}'
+    )
+
+
+def test_json_patch_keeps_the_repeated_keys_of_what_it_never_decodes() -> None:
+    patch = _decoded(
+        '[{"op":"add","path":"/a","value":{"x":1,"x":2}},{"op":"add","path":"/b","value":{"y":1,"y":2}},'
+        '{"op":"add","path":"/b/z","value":3}]'
+    )
+    assert jsonvalue.compact(apply_json_patch({}, patch)) == '{"a":{"x":1,"x":2},"b":{"y":2,"z":3}}'
+
+
+def test_strict_errors_of_the_patch_itself() -> None:
+    operations = _decoded('[{"op":"add","op":"add","path":"/x","value":{"b":1,"b":2},"extra":1,"Op":2}]')
+    assert JSONPatcher(operations, "Strict").strict_errors == [
+        'json patch duplicate field "[0].op"',
+        'json patch duplicate field "[0].value.b"',
+        'json patch unknown field "[0].extra"',
+        'json patch unknown field "[0].Op"',
+    ]
+    merge = _decoded('{"a":1,"a":2,"b":{"x":1,"x":2},"b":{"y":1}}')
+    assert MergePatcher(merge, "Warn").strict_errors == [
+        'duplicate field "a"',
+        'duplicate field "b.x"',
+        'duplicate field "b"',
+    ]
+    assert MergePatcher(merge, "Ignore").strict_errors == []
+
+
+def test_a_strategic_merge_patch_is_quoted_as_the_merge_left_its_map() -> None:
+    patcher = StrategicMergePatcher(
+        {"zz": {"a": [{"d": 1, "c": None}], "b": 1}, "subjects": "x"}, "Strict", ROLE_BINDING_PATCH_SCHEMA
+    )
+    patcher.apply({"kind": "RoleBinding"})
+    assert patcher.quoted({}) == "map[subjects:x zz:map[a:[map[d:1]] b:1]]"
+
+
+@pytest.mark.parametrize(
+    ("patched", "detail"),
+    [
+        (
+            {"apiVersion": "g/v1", "kind": 5},
+            "couldn't get version/kind; json parse error: "
+            "json: cannot unmarshal number into Go struct field .kind of type string",
+        ),
+        (
+            {"kind": "Foo"},
+            'no kind "Foo" is registered for version "g/v1" in scheme "pkg/runtime/scheme.go:110"',
+        ),
+        (
+            {"apiVersion": "v9"},
+            'no kind "K" is registered for version "v9" in scheme "pkg/runtime/scheme.go:110"',
+        ),
+    ],
+)
+def test_the_patched_type_must_stay_the_object_type(patched: dict[str, Any], detail: str) -> None:
+    err = status_error(check_type_meta, patched, "g/v1", "K")
+    assert (err.code, err.reason) == (422, "Invalid")
+    assert err.message.endswith(f'": {detail}')
+    assert err.details is not None and err.details["causes"][0]["field"] == "patch"
+
+
+def test_an_empty_kind_is_the_object_type() -> None:
+    check_type_meta({"apiVersion": "g/v1", "kind": ""}, "g/v1", "K")

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from apiserver import jsonvalue
 from apiserver.errors import StatusError
 from apiserver.resources import EventKind, RoleBindingKind
 from apiserver.resources.event import Event
@@ -16,6 +17,7 @@ from apiserver.resources.schema import (
     INT32,
     MICRO_TIME,
     TIME,
+    DecodeError,
     ListOf,
     Scalar,
     Struct,
@@ -400,6 +402,105 @@ class TestTypeErrors:
     def test_free_form_must_be_an_object(self) -> None:
         message = bad_request(RB, rb_body(metadata={"managedFields": [{"fieldsV1": "x"}]}))
         assert "ManagedFieldsEntry.metadata.managedFields.fieldsV1 of type v1.FieldsV1" in message
+
+
+class TestStrictErrors:
+    """What fieldValidation=Strict refuses and Warn warns of, as sigs.k8s.io/json reports it (the
+    order and wording of kube-apiserver's answers in tests/integration/test_decode_errors.py)."""
+
+    def test_unknown_and_repeated_fields_in_text_order(self) -> None:
+        raw = (
+            '{"metadata":{"name":"a","name":"a","foo":1},"spec":{"foo":1},'
+            '"roleRef":{"kind":"Role","name":"r","bar":2},'
+            '"subjects":[{"kind":"User","name":"a","name":"b","zzz":1}],"spec":2}'
+        )
+        decoded = RB.decode(json.loads(raw, object_pairs_hook=jsonvalue.from_pairs))
+        assert decoded.strict_errors == [
+            'duplicate field "metadata.name"',
+            'unknown field "metadata.foo"',
+            'unknown field "spec"',
+            'unknown field "roleRef.bar"',
+            'duplicate field "subjects[0].name"',
+            'unknown field "subjects[0].zzz"',
+        ]
+        assert decoded.obj["subjects"][0]["name"] == "b"
+
+    def test_repeats_inside_unknown_fields_and_fields_v1_go_unreported(self) -> None:
+        raw = (
+            '{"metadata":{"labels":{"a":"1","a":"2"},"managedFields":[{"fieldsV1":{"f:a":{},"f:a":{}}}]},'
+            '"spec":{"foo":1,"foo":2},"roleRef":{"kind":"Role"},"roleRef":{"kind":"Role","name":"r"}}'
+        )
+        decoded = RB.decode(json.loads(raw, object_pairs_hook=jsonvalue.from_pairs))
+        assert decoded.strict_errors == [
+            'duplicate field "metadata.labels.a"',
+            'unknown field "spec"',
+            'duplicate field "roleRef"',
+        ]
+        assert decoded.obj["metadata"]["managedFields"][0]["fieldsV1"] == {"f:a": {}}
+
+    def test_every_value_of_a_repeated_field_is_decoded(self) -> None:
+        raw = '{"roleRef":{"name":5},"roleRef":{"kind":"Role","name":"r"}}'
+        message = bad_request(RB, json.loads(raw, object_pairs_hook=jsonvalue.from_pairs))
+        assert message.endswith("number into Go struct field RoleRef.roleRef.name of type string")
+
+    def test_named_string_types_are_named(self) -> None:
+        message = bad_request(RB, rb_body(metadata={"uid": 5}))
+        assert message.endswith("number into Go struct field ObjectMeta.metadata.uid of type types.UID")
+
+
+class TestUnstructuredConversion:
+    """A strategic merge patch's result, converted as runtime.DefaultUnstructuredConverter does; the
+    messages are kube-apiserver's (tests/integration/test_decode_errors.py)."""
+
+    @staticmethod
+    def detail(kind: RoleBindingKind | EventKind, body: Any) -> str:
+        with pytest.raises(DecodeError) as caught:
+            kind.decode(body, unstructured=True)
+        return caught.value.detail
+
+    @pytest.mark.parametrize(
+        ("body", "expected"),
+        [
+            (rb_body(roleRef={"name": 5}), "cannot convert int64 to string"),
+            (rb_body(roleRef={"name": True}), "unrecognized type: string"),
+            (rb_body(roleRef={"name": 1.5}), "unrecognized type: string"),
+            (rb_body(roleRef={"name": [1]}), "unrecognized type: string"),
+            (rb_body(roleRef="x"), "cannot restore struct from: string"),
+            (rb_body(roleRef=[1]), "cannot restore struct from: slice"),
+            (rb_body(subjects="x"), "cannot restore slice from string"),
+            (rb_body(subjects={"a": 1}), "cannot restore slice from map"),
+            (rb_body(metadata={"labels": "x"}), "cannot restore map from string"),
+            (rb_body(metadata={"uid": 5}), "cannot convert int64 to types.UID"),
+            (rb_body(metadata={"generation": "x"}), "unrecognized type: int64"),
+            (rb_body(metadata={"generation": 1.5}), "cannot convert float64 to int64"),
+            (
+                rb_body(metadata={"creationTimestamp": 5}),
+                "json: cannot unmarshal number into Go value of type string",
+            ),
+            (rb_body(metadata={"ownerReferences": [{"controller": "yes"}]}), "unrecognized type: bool"),
+            # Subjects come before roleRef in the Go struct, whatever the document's order.
+            (rb_body(roleRef={"name": 5}, subjects="x"), "cannot restore slice from string"),
+        ],
+    )
+    def test_role_binding(self, body: Any, expected: str) -> None:
+        assert self.detail(RB, body) == expected
+
+    def test_event(self) -> None:
+        assert self.detail(EV, {"series": {"count": "x"}}) == "unrecognized type: int32"
+        assert self.detail(EV, {"deprecatedCount": 2.5}) == "cannot convert float64 to int32"
+
+    def test_numbers_convert_as_reflect_does(self) -> None:
+        obj = EV.decode({"deprecatedCount": 2**32 + 1, "series": {"count": 3.0}}, unstructured=True).obj
+        assert (obj["deprecatedCount"], obj["series"]["count"]) == (1, 3)
+
+    def test_unknown_fields_sorted(self) -> None:
+        body = {"zz": 1, "metadata": {"qq": 1}, "aa": {"x": 1}, "subjects": [{"name": "a", "oo": 1}]}
+        assert RB.decode(body, unstructured=True).strict_errors == [
+            'unknown field "aa"',
+            'unknown field "metadata.qq"',
+            'unknown field "subjects[0].oo"',
+            'unknown field "zz"',
+        ]
 
 
 # ----------------------------------------------------------------------------- schema introspection
