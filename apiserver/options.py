@@ -216,11 +216,12 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
 
 
 def dry_run_errors(values: list[Any]) -> list[FieldError]:
-    """dryRun takes only "All" (repeatable)."""
-    for value in values:
-        if value != DRY_RUN_ALL:
-            return [errors.not_supported("dryRun", value, [DRY_RUN_ALL])]
-    return []
+    """dryRun takes only "All" (repeatable). Upstream refuses the whole list, printed as Go prints
+    a []string (`[]string{"All", "Maybe"}`)."""
+    if all(value == DRY_RUN_ALL for value in values):
+        return []
+    listed = ", ".join(errors.go_quote(str(value)) for value in values)
+    return [errors.not_supported("dryRun", errors.GoRepr(f"[]string{{{listed}}}"), [DRY_RUN_ALL])]
 
 
 def parse_dry_run(values: list[Any], options_kind: str) -> bool:
