@@ -53,6 +53,7 @@ import pytest
 
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
+from tests.support.kubectl import event_body
 
 pytestmark = pytest.mark.e2e
 
@@ -179,19 +180,10 @@ def rolebinding(name: str, labels: dict[str, str] | None = None) -> JSON:
 
 
 def event(name: str, labels: dict[str, str] | None = None) -> JSON:
-    return {
-        "apiVersion": f"{EVENTS}/v1",
-        "kind": "Event",
-        "metadata": {"name": name, "labels": labels or {"app": "diff"}},
-        "eventTime": "2026-11-22T02:16:41.123456Z",
-        "action": "Scheduled",
-        "reason": "Started",
-        "note": "container started",
-        "type": "Normal",
-        "reportingController": "example.com/controller",
-        "reportingInstance": "controller-1",
-        "regarding": {"kind": "Pod", "namespace": "$NS", "name": "web-0", "apiVersion": "v1"},
-    }
+    body = event_body(name, "$NS")
+    del body["metadata"]["namespace"]
+    body["metadata"]["labels"] = labels or {"app": "diff"}
+    return body
 
 
 def manifest(kind: Kind, name: str, labels: dict[str, str] | None = None) -> JSON:

@@ -103,6 +103,17 @@ EV_META = (
     '"fieldsV1":{"f:action":{},"f:eventTime":{},"f:note":{},"f:reason":{},"f:regarding":{},'
     '"f:reportingController":{},"f:reportingInstance":{},"f:type":{}}}]}'
 )
+# The Event patched with `series.count: "x"`, as json-patch writes it back (merge and JSON patch).
+EV_SERIES_COUNT_X = (
+    '{"action":"Started","apiVersion":"events.core.io/v1",'
+    + '"deprecatedFirstTimestamp":null,"deprecatedLastTimestamp":null,'
+    + '"deprecatedSource":{},"eventTime":"2026-11-22T02:16:41.123456Z","kind":"Event",'
+    + EV_META
+    + ',"note":"container started","reason":"Started","regarding":{"kind":"Pod",'
+    + '"namespace":"fvk","name":"web-0","apiVersion":"v1"},'
+    + '"reportingController":"example.com/controller","reportingInstance":"controller-1",'
+    + '"series":{"count":"x"},"type":"Normal"}'
+)
 ROLE_REF = '"roleRef":{"apiGroup":"rbac.authorization.core.io","kind":"ClusterRole","name":"view"}'
 SUBJECTS = '"subjects":[{"kind":"User","apiGroup":"rbac.authorization.core.io","name":"alice"}]'
 
@@ -608,16 +619,7 @@ CASES = [
         422,
         kind="ev",
         reason="Invalid",
-        quoted=(
-            '{"action":"Started","apiVersion":"events.core.io/v1",'
-            + '"deprecatedFirstTimestamp":null,"deprecatedLastTimestamp":null,'
-            + '"deprecatedSource":{},"eventTime":"2026-11-22T02:16:41.123456Z","kind":"Event",'
-            + EV_META
-            + ',"note":"container started","reason":"Started","regarding":{"kind":"Pod",'
-            + '"namespace":"fvk","name":"web-0","apiVersion":"v1"},'
-            + '"reportingController":"example.com/controller","reportingInstance":"controller-1",'
-            + '"series":{"count":"x"},"type":"Normal"}'
-        ),
+        quoted=EV_SERIES_COUNT_X,
         detail=("json: cannot unmarshal string into Go struct field EventSeries.series.count of type int32"),
     ),
     Case(
@@ -641,16 +643,7 @@ CASES = [
         422,
         kind="ev",
         reason="Invalid",
-        quoted=(
-            '{"action":"Started","apiVersion":"events.core.io/v1",'
-            + '"deprecatedFirstTimestamp":null,"deprecatedLastTimestamp":null,'
-            + '"deprecatedSource":{},"eventTime":"2026-11-22T02:16:41.123456Z","kind":"Event",'
-            + EV_META
-            + ',"note":"container started","reason":"Started","regarding":{"kind":"Pod",'
-            + '"namespace":"fvk","name":"web-0","apiVersion":"v1"},'
-            + '"reportingController":"example.com/controller","reportingInstance":"controller-1",'
-            + '"series":{"count":"x"},"type":"Normal"}'
-        ),
+        quoted=EV_SERIES_COUNT_X,
         detail=("json: cannot unmarshal string into Go struct field EventSeries.series.count of type int32"),
     ),
     Case(

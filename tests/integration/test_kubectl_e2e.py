@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.kubectl import EV, RB, Kubectl
+from tests.support.kubectl import EV, RB, Kubectl, event_body
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
@@ -63,24 +63,12 @@ def event(
     labels: dict[str, str] | None = None,
     finalizers: list[str] | None = None,
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    body = event_body(name, namespace)
     if labels is not None:
-        metadata["labels"] = labels
+        body["metadata"]["labels"] = labels
     if finalizers:
-        metadata["finalizers"] = finalizers
-    return {
-        "apiVersion": "events.core.io/v1",
-        "kind": "Event",
-        "metadata": metadata,
-        "eventTime": "2026-11-22T02:16:41.123456Z",
-        "action": "Scheduled",
-        "reason": "Started",
-        "note": "container started",
-        "type": "Normal",
-        "reportingController": "example.com/controller",
-        "reportingInstance": "controller-1",
-        "regarding": {"kind": "Pod", "namespace": namespace, "name": "web-0", "apiVersion": "v1"},
-    }
+        body["metadata"]["finalizers"] = finalizers
+    return body
 
 
 def dump(*objects: dict[str, Any]) -> str:

@@ -60,19 +60,22 @@ def rolebinding_yaml(name: str, namespace: str, subjects: list[dict[str, str]] |
     )
 
 
+def event_body(name: str, namespace: str) -> dict[str, Any]:
+    """A valid events.core.io/v1 Event the tests share."""
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": "2026-11-22T02:16:41.123456Z",
+        "action": "Scheduled",
+        "reason": "Started",
+        "note": "container started",
+        "type": "Normal",
+        "reportingController": "example.com/controller",
+        "reportingInstance": "controller-1",
+        "regarding": {"kind": "Pod", "namespace": namespace, "name": "web-0", "apiVersion": "v1"},
+    }
+
+
 def event_yaml(name: str, namespace: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "events.core.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": "2026-11-22T02:16:41.123456Z",
-            "action": "Scheduled",
-            "reason": "Started",
-            "note": "container started",
-            "type": "Normal",
-            "reportingController": "example.com/controller",
-            "reportingInstance": "controller-1",
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": "web-0", "apiVersion": "v1"},
-        }
-    )
+    return yaml.safe_dump(event_body(name, namespace))
