@@ -9,18 +9,18 @@ from aiohttp import web
 
 from apiserver import __version__
 from apiserver.auth.authn import AuthenticatorChain
-from apiserver.auth.chain import Authorization, AuthorizationConfig, build_authorization, event_writer
-from apiserver.auth.webhook import WEBHOOK_PATH
 from apiserver.config import Settings
-from apiserver.discovery import Discovery
+from apiserver.http.discovery import Discovery
 from apiserver.http.handlers import ApiHandler
 from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import MAX_BODY_BYTES, authentication, authorization, status_errors
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.responses import NO_CACHE, object_response
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
-from apiserver.openapi import OpenAPIService
-from apiserver.registry import ResourceStore
+from apiserver.openapi.builder import OpenAPIService
+from apiserver.rbac.chain import Authorization, AuthorizationConfig, build_authorization, event_writer
+from apiserver.rbac.webhook import WEBHOOK_PATH
+from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
 from apiserver.storage.interface import Storage, StorageError
 

@@ -24,7 +24,6 @@ from apiserver.auth.authn import (
     X509Authenticator,
 )
 from apiserver.auth.authz import Authorizer
-from apiserver.auth.chain import AuthorizationConfig
 from apiserver.auth.delegated import (
     ClusterClient,
     ClusterConnection,
@@ -35,11 +34,12 @@ from apiserver.auth.delegated import (
     in_cluster_connection,
     load_kubeconfig,
 )
-from apiserver.auth.user import UserInfo
 from apiserver.config import Settings, default_data_dir
-from apiserver.gofmt import parse_go_duration
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.http.middleware import audit_log
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.user import UserInfo
+from apiserver.rbac.chain import AuthorizationConfig
 from apiserver.storage.interface import Storage
 
 log = logging.getLogger("coreio")
@@ -237,7 +237,7 @@ def open_storage(settings: Settings) -> tuple[Storage, str]:
             progress_interval=progress,
         )
         return storage, f"etcd {','.join(settings.etcd_servers)}"
-    from apiserver.storage.sqlite import SQLiteStorage
+    from apiserver.storage.sqlite.backend import SQLiteStorage
 
     path = settings.data_dir / "coreio.db"
     storage = SQLiteStorage(

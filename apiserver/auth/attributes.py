@@ -12,8 +12,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from apiserver.auth.requestinfo import RequestInfo, request_info
-from apiserver.auth.user import UserInfo
-from apiserver.errors import go_quote
+from apiserver.machinery.errors import go_quote
+from apiserver.machinery.user import UserInfo
 
 
 def attributes_from_request(request: web.Request) -> RequestInfo:

@@ -17,7 +17,7 @@ from aiohttp import web
 from cryptography import x509
 
 from apiserver import pki
-from apiserver.auth.user import UserInfo
+from apiserver.machinery.user import UserInfo
 
 
 class Authenticator(Protocol):

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from apiserver import errors
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.user import MASTERS_GROUP, UserInfo
+from apiserver.machinery import errors
+from apiserver.machinery.user import MASTERS_GROUP, UserInfo
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,16 @@ import yaml
 from aiohttp import web
 from cryptography import x509
 
-from apiserver import errors, pki
+from apiserver import pki
 from apiserver.auth.authn import RequestHeaderAuthenticator, RequestHeaderConfig
 from apiserver.auth.authz import ALLOW, Decision
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.user import UserInfo
+from apiserver.machinery import errors
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import UserInfo
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 CACHE_TTL = 10.0
 REQUEST_TIMEOUT = 10.0
 AUTHENTICATION_CONFIGMAP = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"

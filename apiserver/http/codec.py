@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from apiserver import errors, gofmt, jsonvalue
+from apiserver.machinery import errors, gofmt, jsonvalue
 
 JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"

@@ -4,14 +4,12 @@ kube-apiserver: a known path with a wrong method is 405, an unknown path 404, bo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
 
-from apiserver import errors, formats
-from apiserver.discovery import Discovery, etag
 from apiserver.http import codec, query, table
+from apiserver.http.discovery import Discovery, etag
 from apiserver.http.responses import (
     NO_CACHE,
     RESOURCE_KIND_KEY,
@@ -21,12 +19,12 @@ from apiserver.http.responses import (
     success_status,
 )
 from apiserver.http.watchstream import stream_watch, watch_timeout
-from apiserver.options import DeleteOptions, WriteOptions, delete_options_from_body
-from apiserver.patch import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
-from apiserver.registry import ResourceStore
-from apiserver.selectors import escape_field_value, parse_field_selector
-
-JSON = dict[str, Any]
+from apiserver.machinery import errors, formats
+from apiserver.machinery.options import DeleteOptions, WriteOptions, delete_options_from_body
+from apiserver.machinery.selectors import escape_field_value, parse_field_selector
+from apiserver.machinery.types import JSON
+from apiserver.patch.strategic import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
+from apiserver.registry.store import ResourceStore
 
 # v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
 AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)

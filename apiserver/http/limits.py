@@ -19,11 +19,11 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
-from apiserver import errors
 from apiserver.auth.requestinfo import RequestInfo, request_info
-from apiserver.auth.user import UserInfo
-from apiserver.gofmt import parse_go_duration
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
+from apiserver.machinery import errors
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.user import UserInfo
 
 # Upstream's BasicLongRunningRequestCheck as kube-apiserver configures it.
 LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})

@@ -12,12 +12,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from apiserver import errors
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import Authorizer, forbidden
 from apiserver.auth.requestinfo import request_info
-from apiserver.auth.user import UserInfo
 from apiserver.http.responses import status_response
+from apiserver.machinery import errors
+from apiserver.machinery.user import UserInfo
 from apiserver.storage.interface import StorageUnavailableError
 
 log = logging.getLogger(__name__)

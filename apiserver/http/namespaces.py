@@ -15,16 +15,21 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 
 from aiohttp import web
 
-from apiserver import errors
 from apiserver.http import query
 from apiserver.http.responses import object_response
 from apiserver.http.watchstream import stream_watch, watch_timeout
-from apiserver.registry import ResourceStore, WatchEventOut
-from apiserver.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from apiserver.machinery import errors
+from apiserver.machinery.selectors import (
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from apiserver.machinery.types import JSON
+from apiserver.registry.store import ResourceStore, WatchEventOut
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
@@ -32,8 +37,6 @@ from apiserver.storage.interface import (
     Storage,
     StorageUnavailableError,
 )
-
-JSON = dict[str, Any]
 
 DEFAULT_NAMESPACE = "default"
 NAME_LABEL = "kubernetes.io/metadata.name"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from multidict import MultiMapping
 
-from apiserver import errors
-from apiserver.options import (
+from apiserver.machinery import errors
+from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
     FIELD_VALIDATION_WARN,
@@ -16,8 +16,8 @@ from apiserver.options import (
     dry_run_errors,
     parse_dry_run,
 )
+from apiserver.machinery.selectors import parse_field_selector, parse_label_selector
 from apiserver.resources.base import ResourceKind
-from apiserver.selectors import parse_field_selector, parse_label_selector
 
 Query = MultiMapping[str]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver import errors
 from apiserver.http import codec, table
+from apiserver.machinery import errors
 from apiserver.resources.base import ResourceKind
 
 NO_CACHE = "no-cache, private"

@@ -7,15 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from apiserver import errors
-from apiserver.registry import INITIAL_EVENTS_END_ANNOTATION
+from apiserver.machinery import errors
+from apiserver.machinery.metav1 import ObjectMeta
+from apiserver.machinery.printing import TableColumn, field_description
+from apiserver.machinery.types import JSON
+from apiserver.registry.store import INITIAL_EVENTS_END_ANNOTATION
 from apiserver.resources.base import ResourceKind
-from apiserver.resources.meta import ObjectMeta
-from apiserver.resources.printing import TableColumn, field_description
-
-JSON = dict[str, Any]
 
 META_GROUP = "meta.k8s.io"
 META_VERSIONS = ("v1", "v1beta1")

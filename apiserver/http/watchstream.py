@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from apiserver.http.responses import NO_CACHE
-from apiserver.registry import WatchEventOut
+from apiserver.registry.store import WatchEventOut
 
 # Seconds a watch may wait for its client to accept more of the stream (0: forever). Memory stays
 # bounded either way: aiohttp waits for the transport to drain past its high-water mark, and the

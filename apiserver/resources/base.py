@@ -10,30 +10,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from apiserver.errors import FieldError
-from apiserver.patch import PatchSchema
-from apiserver.resources.printing import TableColumn, rfc3339
-from apiserver.selectors import DEFAULT_SELECTABLE_FIELDS, field_label_not_known, field_label_not_supported
-
-JSON = dict[str, Any]
-
-
-@dataclass
-class Decoded:
-    """A decoded body. `unknown_fields` are JSON paths (`spec.foo`, `subjects[0].bar`) of fields the
-    schema does not know, in document order; they are already removed from `obj`. `strict_errors`
-    are what fieldValidation=Strict refuses and Warn warns of, worded and ordered as upstream's
-    decoder reports them: `unknown field "spec"`, `duplicate field "metadata.name"`."""
-
-    obj: JSON
-    unknown_fields: list[str] = field(default_factory=list)
-    strict_errors: list[str] = field(default_factory=list)
+from apiserver.machinery.errors import FieldError
+from apiserver.machinery.printing import TableColumn, rfc3339
+from apiserver.machinery.schema import Decoded
+from apiserver.machinery.selectors import (
+    DEFAULT_SELECTABLE_FIELDS,
+    field_label_not_known,
+    field_label_not_supported,
+)
+from apiserver.machinery.types import JSON
+from apiserver.patch.strategic import PatchSchema
 
 
 class ResourceKind(ABC):

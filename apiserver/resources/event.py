@@ -16,11 +16,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from apiserver import formats
-from apiserver.errors import FieldError, GoRepr, invalid, required
-from apiserver.patch import EVENT_PATCH_SCHEMA, PatchSchema
-from apiserver.resources.base import JSON, Decoded, ResourceKind
-from apiserver.resources.meta import (
+from apiserver.machinery import formats
+from apiserver.machinery.errors import FieldError, GoRepr, invalid, required
+from apiserver.machinery.metav1 import (
     API_VERSION_DESCRIPTION,
     KIND_DESCRIPTION,
     METADATA_DESCRIPTION,
@@ -33,8 +31,11 @@ from apiserver.resources.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-from apiserver.resources.printing import TableColumn, field_description, parse_time, since
-from apiserver.resources.schema import INT32, MICRO_TIME, TIME, Go, decode_object
+from apiserver.machinery.printing import TableColumn, field_description, parse_time, since
+from apiserver.machinery.schema import INT32, MICRO_TIME, TIME, Decoded, Go, decode_object
+from apiserver.machinery.types import JSON
+from apiserver.patch.strategic import EVENT_PATCH_SCHEMA, PatchSchema
+from apiserver.resources.base import ResourceKind
 
 GROUP = "events.core.io"
 EVENT_TYPE_NORMAL = "Normal"

@@ -9,11 +9,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apiserver import formats
-from apiserver.errors import FieldError, invalid, not_supported, required
-from apiserver.patch import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
-from apiserver.resources.base import JSON, Decoded, ResourceKind
-from apiserver.resources.meta import (
+from apiserver.machinery import formats
+from apiserver.machinery.errors import FieldError, invalid, not_supported, required
+from apiserver.machinery.metav1 import (
     API_VERSION_DESCRIPTION,
     KIND_DESCRIPTION,
     METADATA_DESCRIPTION,
@@ -23,8 +21,11 @@ from apiserver.resources.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-from apiserver.resources.printing import TableColumn, field_description, since
-from apiserver.resources.schema import Go, decode_object
+from apiserver.machinery.printing import TableColumn, field_description, since
+from apiserver.machinery.schema import Decoded, Go, decode_object
+from apiserver.machinery.types import JSON
+from apiserver.patch.strategic import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
+from apiserver.resources.base import ResourceKind
 
 GROUP = "rbac.authorization.core.io"
 SERVICE_ACCOUNT_KIND = "ServiceAccount"

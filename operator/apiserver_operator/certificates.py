@@ -37,6 +37,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from apiserver import pki
+from apiserver.machinery.types import JSON
 from apiserver_operator.spec import Certificates
 
 ANNOTATION_PREFIX = "operator.core.io/"
@@ -60,7 +61,6 @@ SERVING_ANNOTATION_KEYS = (RENEW_AFTER,)
 JITTER = 0.05
 
 Phase = Literal["", "announced", "grace"]
-JSON = dict[str, Any]
 UTC = datetime.UTC
 # Placeholder for a time that means nothing yet (see `_CA`).
 _NEVER = datetime.datetime.min.replace(tzinfo=UTC)

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
 
+from apiserver.machinery.types import JSON
 from apiserver_operator.spec import GROUP, KIND, VERSION, InstallationSpec
-
-JSON = dict[str, Any]
 
 API_GROUPS = ("rbac.authorization.core.io", "events.core.io")
 APISERVICE_NAMES = tuple(f"v1.{group}" for group in API_GROUPS)

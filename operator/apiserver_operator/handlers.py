@@ -18,12 +18,12 @@ from typing import Any
 import aiohttp
 import kopf
 
-from apiserver.gofmt import parse_go_duration
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.types import JSON
 from apiserver_operator import metrics, reconcile, retention, status
 from apiserver_operator.kube import ApiError, KubeClient
 from apiserver_operator.spec import GROUP, PLURAL, VERSION, parse_spec
 
-JSON = dict[str, Any]
 FINALIZER = f"{GROUP}/cleanup"
 MAX_GC_BACKOFF = 600.0
 UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)

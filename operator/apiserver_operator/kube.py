@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 
 from apiserver.auth.delegated import ClusterConnection, in_cluster_connection, load_kubeconfig
+from apiserver.machinery.types import JSON
 
-JSON = dict[str, Any]
 APPLY = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "coreio-operator"

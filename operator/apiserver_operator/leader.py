@@ -15,10 +15,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from apiserver.machinery.types import JSON
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 
 log = logging.getLogger("coreio.operator.leader")
-JSON = dict[str, Any]
 
 
 class LeadershipLost(Exception):

@@ -12,10 +12,10 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
+from apiserver.machinery.types import JSON
 from apiserver_operator import children
 from apiserver_operator.certificates import CertificatePlan, plan_certificates
 from apiserver_operator.children import OWNER_ANNOTATION, Installation
@@ -23,7 +23,6 @@ from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import parse_spec
 
 log = logging.getLogger("coreio.operator")
-JSON = dict[str, Any]
 
 # Kinds the operator writes, with their plural and scope.
 PLURALS = {

@@ -22,18 +22,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import aiohttp
 
-from apiserver.gofmt import parse_go_duration
-from apiserver.objectmeta import format_time
-from apiserver.resources.printing import parse_time
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.objectmeta import format_time
+from apiserver.machinery.printing import parse_time
+from apiserver.machinery.types import JSON
 from apiserver_operator import metrics
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import EventRetention
 
-JSON = dict[str, Any]
 Rule = Literal["age", "count"]
 
 LOG = logging.getLogger("coreio.operator.retention")

@@ -8,19 +8,18 @@ everywhere in Kubernetes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from apiserver.gofmt import parse_go_duration
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.types import JSON
 
 GROUP = "operator.core.io"
 VERSION = "v1alpha1"
 KIND = "Installation"
 PLURAL = "installations"
 DEFAULT_IMAGE = "ghcr.io/coreio/coreio:0.1.0"
-
-JSON = dict[str, Any]
 
 
 def _camel(name: str) -> str:

@@ -4,11 +4,9 @@ lastTransitionTime while its status stays the same (as upstream's meta.SetStatus
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
+from apiserver.machinery.types import JSON
 from apiserver_operator.reconcile import Outcome, Refused
-
-JSON = dict[str, Any]
 
 
 def rfc3339(moment: datetime.datetime) -> str:

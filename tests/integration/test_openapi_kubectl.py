@@ -13,9 +13,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from apiserver.machinery.schema import fields_of
 from apiserver.resources.event import EventSeries
 from apiserver.resources.rolebinding import RoleRef
-from apiserver.resources.schema import fields_of
 from tests.support.api import Api
 from tests.support.server import ServerProcess
 

@@ -32,8 +32,8 @@ from apiserver.auth.delegated import (
     load_kubeconfig,
 )
 from apiserver.auth.requestinfo import RequestInfo, request_info
-from apiserver.auth.user import UserInfo
 from apiserver.http.middleware import authentication, authorization, status_errors
+from apiserver.machinery.user import UserInfo
 
 # --- request info -----------------------------------------------------------------------------
 

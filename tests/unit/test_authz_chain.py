@@ -12,7 +12,12 @@ from multidict import MultiDict
 
 from apiserver.auth.attributes import attributes_from_request, describe, resource_attributes
 from apiserver.auth.authz import Decision, forbidden
-from apiserver.auth.chain import (
+from apiserver.auth.requestinfo import RequestInfo, request_info
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.options import ListOptions, WriteOptions
+from apiserver.machinery.user import UserInfo
+from apiserver.rbac.authorizer import RBACAuthorizer
+from apiserver.rbac.chain import (
     MODE_ALWAYS_ALLOW,
     AlwaysAllowPaths,
     AuthorizationConfig,
@@ -23,16 +28,11 @@ from apiserver.auth.chain import (
     build_authorizer,
     event_writer,
 )
-from apiserver.auth.rbac import RBACAuthorizer
-from apiserver.auth.requestinfo import RequestInfo, request_info
-from apiserver.auth.roles import StaticRoleSource
-from apiserver.auth.user import UserInfo
-from apiserver.errors import StatusError
-from apiserver.options import ListOptions, WriteOptions
-from apiserver.registry import ResourceStore
+from apiserver.rbac.roles import StaticRoleSource
+from apiserver.registry.store import ResourceStore
 from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
-from apiserver.storage.sqlite import SQLiteStorage
+from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.unit.test_rbac import Bindings, binding, eventually, fresh
 
 JSON = dict[str, Any]

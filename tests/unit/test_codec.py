@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver import jsonvalue
-from apiserver.errors import StatusError
 from apiserver.http.codec import parse_json, parse_yaml
+from apiserver.machinery import jsonvalue
+from apiserver.machinery.errors import StatusError
 
 
 def test_json_keeps_every_occurrence_of_a_repeated_key() -> None:

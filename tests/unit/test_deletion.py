@@ -1,4 +1,4 @@
-"""What a delete does to finalizers and metadata (apiserver.deletion), case by case as upstream's
+"""What a delete does to finalizers and metadata (apiserver.registry.deletion), case by case as upstream's
 generic Store decides it (shouldOrphanDependents, shouldDeleteDependents, markAsDeleting)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from apiserver.deletion import deletion_finalizers, mark_for_deletion, wanted_gc_finalizer
-from apiserver.options import DeleteOptions
+from apiserver.machinery.options import DeleteOptions
+from apiserver.registry.deletion import deletion_finalizers, mark_for_deletion, wanted_gc_finalizer
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"

@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from apiserver.auth.authz import Decision
-from apiserver.auth.chain import build_authorizer
-from apiserver.auth.escalation import (
+from apiserver.auth.requestinfo import RequestInfo
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.user import UserInfo
+from apiserver.rbac.authorizer import RBACAuthorizer
+from apiserver.rbac.chain import build_authorizer
+from apiserver.rbac.escalation import (
     EscalationGuard,
     breakdown_rule,
     compact_rules,
@@ -17,11 +21,7 @@ from apiserver.auth.escalation import (
     escalation_message,
     rule_attributes,
 )
-from apiserver.auth.rbac import RBACAuthorizer
-from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import PolicyRule, Role, StaticRoleSource, rule
-from apiserver.auth.user import UserInfo
-from apiserver.errors import StatusError
+from apiserver.rbac.roles import PolicyRule, Role, StaticRoleSource, rule
 from tests.unit.test_rbac import Bindings, binding
 
 JSON = dict[str, Any]

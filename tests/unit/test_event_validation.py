@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.errors import FieldError, FieldErrorType
+from apiserver.machinery.errors import FieldError, FieldErrorType
 from apiserver.resources import KINDS, EventKind
 from apiserver.resources.event import Event
 

@@ -11,10 +11,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from apiserver.auth.user import UserInfo
-from apiserver.gofmt import parse_go_duration
 from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import Handler, status_errors
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.user import UserInfo
 
 LIST = "/apis/g/v1/namespaces/ns/things"
 # The user is kept under the key "user", as the authentication middleware keeps it.

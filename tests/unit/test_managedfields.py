@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.errors import StatusError
-from apiserver.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, path_string
-from apiserver.managedfields import (
+from apiserver.apply.fieldmanager import (
     FieldManager,
     ManagedFieldsError,
     decode_managed_fields,
@@ -21,9 +19,8 @@ from apiserver.managedfields import (
     requests_reset,
     restore_unchanged_times,
 )
-from apiserver.resources.event import EventKind
-from apiserver.resources.rolebinding import RoleBindingKind
-from apiserver.structure import (
+from apiserver.apply.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, path_string
+from apiserver.apply.structure import (
     ListNode,
     MapNode,
     ScalarNode,
@@ -33,6 +30,9 @@ from apiserver.structure import (
     to_field_set,
     validate,
 )
+from apiserver.machinery.errors import StatusError
+from apiserver.resources.event import EventKind
+from apiserver.resources.rolebinding import RoleBindingKind
 
 JSON = dict[str, Any]
 RB_API = "rbac.authorization.core.io/v1"

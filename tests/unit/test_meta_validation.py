@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from apiserver import formats
-from apiserver.errors import FieldError, FieldErrorType
-from apiserver.resources.meta import (
+from apiserver.machinery import formats
+from apiserver.machinery.errors import FieldError, FieldErrorType
+from apiserver.machinery.metav1 import (
     validate_common_object_meta,
     validate_common_object_meta_update,
     validate_object_meta,

@@ -13,22 +13,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel, Field
 
-from apiserver.errors import FieldError
 from apiserver.http.middleware import status_errors
-from apiserver.openapi import (
-    META_PREFIX,
-    OpenAPIService,
-    build_documents,
-    kind_prefix,
-    operation_id,
-    to_v3_schema,
-)
-from apiserver.resources import KINDS, EventKind, ResourceKind, RoleBindingKind
-from apiserver.resources.base import JSON, Decoded
-from apiserver.resources.meta import ObjectMeta, ObjectReference
-from apiserver.resources.schema import (
+from apiserver.machinery.errors import FieldError
+from apiserver.machinery.metav1 import ObjectMeta, ObjectReference
+from apiserver.machinery.schema import (
     INT32,
     INT64,
+    Decoded,
     FieldSpec,
     FreeForm,
     Go,
@@ -39,6 +30,16 @@ from apiserver.resources.schema import (
     Timestamp,
     fields_of,
 )
+from apiserver.machinery.types import JSON
+from apiserver.openapi.builder import (
+    META_PREFIX,
+    OpenAPIService,
+    build_documents,
+    kind_prefix,
+    operation_id,
+    to_v3_schema,
+)
+from apiserver.resources import KINDS, EventKind, ResourceKind, RoleBindingKind
 
 RB = RoleBindingKind()
 EV = EventKind()
@@ -132,7 +133,7 @@ def models_of(kind: ResourceKind) -> list[type[BaseModel]]:
 def schema_name(kind: ResourceKind, model: type[BaseModel]) -> str:
     if model is ObjectReference:
         return "io.k8s.api.core.v1.ObjectReference"
-    if model.__module__ == "apiserver.resources.meta":
+    if model.__module__ == "apiserver.machinery.metav1":
         return META_PREFIX + model.__name__
     return kind_prefix(kind) + model.__name__
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from apiserver import jsonvalue
-from apiserver.errors import StatusError
-from apiserver.gofmt import go_float
-from apiserver.patch import (
+from apiserver.machinery import jsonvalue
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.gofmt import go_float
+from apiserver.patch.strategic import (
     EVENT_PATCH_SCHEMA,
     MAX_JSON_PATCH_OPERATIONS,
     OBJECT_META_PATCH_SCHEMA,

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from apiserver.auth.attributes import non_resource_attributes, resource_attributes
-from apiserver.auth.bindings import BindingIndex, ProblemRecorder, event_name, warning_event
-from apiserver.auth.rbac import (
+from apiserver.auth.requestinfo import RequestInfo
+from apiserver.machinery.options import DeleteOptions, ListOptions, WriteOptions
+from apiserver.machinery.user import UserInfo
+from apiserver.rbac.authorizer import (
     Binding,
     BindingProblem,
     ProblemReason,
@@ -23,14 +25,12 @@ from apiserver.auth.rbac import (
     rule_allows,
     service_account_username,
 )
-from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import PolicyRule, Role, StaticRoleSource, rule
-from apiserver.auth.user import UserInfo
-from apiserver.options import DeleteOptions, ListOptions, WriteOptions
-from apiserver.registry import ResourceStore
+from apiserver.rbac.bindings import BindingIndex, ProblemRecorder, event_name, warning_event
+from apiserver.rbac.roles import PolicyRule, Role, StaticRoleSource, rule
+from apiserver.registry.store import ResourceStore
 from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
-from apiserver.storage.sqlite import SQLiteStorage
+from apiserver.storage.sqlite.backend import SQLiteStorage
 
 JSON = dict[str, Any]
 GROUP = "rbac.authorization.core.io"

@@ -8,7 +8,7 @@ from typing import Any
 from apiserver_operator.retention import RetentionReport, Victim, last_observed, select_victims
 from apiserver_operator.spec import EventRetention
 
-from apiserver.objectmeta import format_micro_time, format_time
+from apiserver.machinery.objectmeta import format_micro_time, format_time
 
 NOW = datetime(2030, 5, 17, 12, 0, 0, tzinfo=UTC)
 

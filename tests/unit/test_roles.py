@@ -13,10 +13,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from apiserver.auth.bindings import BindingIndex
 from apiserver.auth.delegated import ClusterConnection
-from apiserver.auth.rbac import BindingProblem, ProblemReason, ProblemReporter, RBACAuthorizer, rules_allow
-from apiserver.auth.roles import (
+from apiserver.rbac.authorizer import (
+    BindingProblem,
+    ProblemReason,
+    ProblemReporter,
+    RBACAuthorizer,
+    rules_allow,
+)
+from apiserver.rbac.bindings import BindingIndex
+from apiserver.rbac.roles import (
     ClusterRoleSource,
     PolicyRule,
     Role,

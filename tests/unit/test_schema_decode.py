@@ -7,13 +7,10 @@ from typing import Any
 
 import pytest
 
-from apiserver import jsonvalue
-from apiserver.errors import StatusError
-from apiserver.resources import EventKind, RoleBindingKind
-from apiserver.resources.event import Event
-from apiserver.resources.meta import ObjectMeta
-from apiserver.resources.rolebinding import RoleBinding
-from apiserver.resources.schema import (
+from apiserver.machinery import jsonvalue
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.metav1 import ObjectMeta
+from apiserver.machinery.schema import (
     INT32,
     MICRO_TIME,
     TIME,
@@ -26,6 +23,9 @@ from apiserver.resources.schema import (
     decode_object,
     fields_of,
 )
+from apiserver.resources import EventKind, RoleBindingKind
+from apiserver.resources.event import Event
+from apiserver.resources.rolebinding import RoleBinding
 
 RB = RoleBindingKind()
 EV = EventKind()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver.errors import StatusError
-from apiserver.resources import EventKind, RoleBindingKind
-from apiserver.selectors import (
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.selectors import (
     DEFAULT_SELECTABLE_FIELDS,
     FieldRequirement,
     LabelSelector,
@@ -19,6 +18,7 @@ from apiserver.selectors import (
     parse_label_selector,
     unescape_field_value,
 )
+from apiserver.resources import EventKind, RoleBindingKind
 
 # Upstream's texts (k8s.io/apimachinery/pkg/api/validate/content), spelled out so that a change
 # in the module cannot hide in a shared constant.

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from apiserver import errors
 from apiserver.http import table
 from apiserver.http.responses import (
     GZIP_THRESHOLD_BYTES,
@@ -21,9 +20,10 @@ from apiserver.http.responses import (
     object_response,
     status_response,
 )
+from apiserver.machinery import errors
+from apiserver.machinery.printing import human_duration, since
+from apiserver.machinery.types import JSON
 from apiserver.resources import EventKind, RoleBindingKind
-from apiserver.resources.base import JSON
-from apiserver.resources.printing import human_duration, since
 
 SECOND = 10**9
 MILLISECOND = 10**6

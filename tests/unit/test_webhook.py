@@ -12,20 +12,20 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from apiserver.auth.authz import Decision
-from apiserver.auth.chain import build_authorizer
-from apiserver.auth.rbac import RBACAuthorizer
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import Role, StaticRoleSource, rule
-from apiserver.auth.user import UserInfo
-from apiserver.auth.webhook import (
+from apiserver.http.middleware import authorization, status_errors
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.user import UserInfo
+from apiserver.rbac.authorizer import RBACAuthorizer
+from apiserver.rbac.chain import build_authorizer
+from apiserver.rbac.roles import Role, StaticRoleSource, rule
+from apiserver.rbac.webhook import (
     WEBHOOK_PATH,
     SubjectAccessReviewWebhook,
     WebhookCallers,
     parse_review,
     review_response,
 )
-from apiserver.errors import StatusError
-from apiserver.http.middleware import authorization, status_errors
 from tests.unit.test_rbac import Bindings, binding
 
 JSON = dict[str, Any]

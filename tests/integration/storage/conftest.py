@@ -15,7 +15,7 @@ import pytest
 
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import Storage
-from apiserver.storage.sqlite import SQLiteStorage
+from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.support.etcd import EtcdProcess
 
 # Short intervals keep the suite fast; production defaults are seconds.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apiserver.storage.interface import EventType, WatchOverflowError
-from apiserver.storage.sqlite import SQLiteStorage
+from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.integration.storage.helpers import next_event, take
 
 

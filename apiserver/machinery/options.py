@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from apiserver import errors
-from apiserver.auth.user import UserInfo
-from apiserver.errors import FieldError
-from apiserver.selectors import FieldSelector, LabelSelector
+from apiserver.machinery import errors
+from apiserver.machinery.errors import FieldError
+from apiserver.machinery.selectors import FieldSelector, LabelSelector
+from apiserver.machinery.user import UserInfo
 
 MATCH_EXACT = "Exact"
 MATCH_NOT_OLDER_THAN = "NotOlderThan"

@@ -8,11 +8,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from apiserver.machinery.types import JSON
 from apiserver.resources.base import ResourceKind
-
-JSON = dict[str, Any]
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-JSON = dict[str, Any]
+from apiserver.machinery.types import JSON
 
 _SECOND = 10**9
 _MINUTE = 60 * _SECOND

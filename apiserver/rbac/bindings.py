@@ -17,20 +17,20 @@ import logging
 import re
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from apiserver import formats
-from apiserver.auth.rbac import Binding, BindingProblem, ProblemReporter
-from apiserver.errors import StatusError
-from apiserver.options import ListOptions
-from apiserver.registry import WatchEventOut
+from apiserver.machinery import formats
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.options import ListOptions
+from apiserver.machinery.types import JSON
+from apiserver.rbac.authorizer import Binding, BindingProblem, ProblemReporter
+from apiserver.registry.store import WatchEventOut
 from apiserver.resources.event import NOTE_LENGTH_LIMIT, REPORTING_INSTANCE_LENGTH_LIMIT
 from apiserver.resources.rolebinding import GROUP
 from apiserver.storage.interface import StorageError
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 EVENTS_API_VERSION = "events.core.io/v1"
 REPORTING_CONTROLLER = "coreio-rbac-authorizer"
 EVENT_ACTION = "Authorize"
@@ -38,7 +38,7 @@ METRIC_NAME = "coreio_rbac_binding_errors_total"
 
 
 class RoleBindingStore(Protocol):
-    """What the index reads: `apiserver.registry.ResourceStore` of rolebindings."""
+    """What the index reads: `apiserver.registry.store.ResourceStore` of rolebindings."""
 
     async def list(self, namespace: str | None, opts: ListOptions) -> JSON: ...
 

@@ -18,9 +18,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from apiserver.gofmt import go_json
-
-JSON = dict[str, Any]
+from apiserver.machinery.gofmt import go_json
+from apiserver.machinery.types import JSON
 
 _FIELD, _KEY, _VALUE, _INDEX = 0, 1, 2, 3
 

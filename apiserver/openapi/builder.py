@@ -33,11 +33,11 @@ from aiohttp import web
 from pydantic import BaseModel, Field
 from pydantic.config import JsonDict
 
-from apiserver import __version__, errors
+from apiserver import __version__
 from apiserver.http import codec
 from apiserver.http.responses import NO_CACHE
-from apiserver.resources.base import ResourceKind
-from apiserver.resources.meta import (
+from apiserver.machinery import errors
+from apiserver.machinery.metav1 import (
     API_VERSION_DESCRIPTION,
     KIND_DESCRIPTION,
     ManagedFieldsEntry,
@@ -45,7 +45,7 @@ from apiserver.resources.meta import (
     ObjectReference,
     OwnerReference,
 )
-from apiserver.resources.schema import (
+from apiserver.machinery.schema import (
     INT32,
     INT64,
     FieldSpec,
@@ -59,8 +59,8 @@ from apiserver.resources.schema import (
     TypeSpec,
     fields_of,
 )
-
-JSON = dict[str, Any]
+from apiserver.machinery.types import JSON
+from apiserver.resources.base import ResourceKind
 
 META_PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1."
 TIME = META_PREFIX + "Time"

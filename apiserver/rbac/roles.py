@@ -28,11 +28,11 @@ import aiohttp
 import yaml
 
 from apiserver.auth.delegated import ClusterConnection
-from apiserver.errors import go_quote
+from apiserver.machinery.errors import go_quote
+from apiserver.machinery.types import JSON
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 RBAC_API_GROUP = "rbac.authorization.k8s.io"
 RBAC_API_VERSION = f"{RBAC_API_GROUP}/v1"

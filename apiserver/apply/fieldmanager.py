@@ -24,13 +24,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from apiserver import errors, objectmeta
-from apiserver.errors import StatusError
-from apiserver.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, path_string, values_equal
-from apiserver.gofmt import go_json
-from apiserver.resources.base import ResourceKind
-from apiserver.resources.schema import decode_object, parse_rfc3339
-from apiserver.structure import (
+from apiserver.apply.fieldpath import FieldSet, FieldsV1Error, Path, PathElement, path_string, values_equal
+from apiserver.apply.structure import (
     MapNode,
     StructureError,
     compare,
@@ -42,8 +37,12 @@ from apiserver.structure import (
     validate,
     validation_message,
 )
-
-JSON = dict[str, Any]
+from apiserver.machinery import errors, objectmeta
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.gofmt import go_json
+from apiserver.machinery.schema import decode_object, parse_rfc3339
+from apiserver.machinery.types import JSON
+from apiserver.resources.base import ResourceKind
 
 APPLY = "Apply"
 UPDATE = "Update"

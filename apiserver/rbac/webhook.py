@@ -25,14 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver import errors
 from apiserver.auth.attributes import non_resource_attributes, request_user, resource_attributes
 from apiserver.auth.authz import ALLOW, Decision, forbidden
-from apiserver.auth.rbac import RBACAuthorizer
 from apiserver.auth.requestinfo import RequestInfo, request_info
-from apiserver.auth.user import MASTERS_GROUP, UserInfo
+from apiserver.machinery import errors
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import MASTERS_GROUP, UserInfo
+from apiserver.rbac.authorizer import RBACAuthorizer
 
-JSON = dict[str, Any]
 WEBHOOK_PATH = "/authorize"
 API_GROUP = "authorization.k8s.io"
 SUPPORTED_VERSIONS = (f"{API_GROUP}/v1", f"{API_GROUP}/v1beta1")

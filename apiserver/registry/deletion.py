@@ -11,13 +11,11 @@ otherwise it goes at once.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
-from apiserver import objectmeta
-from apiserver.options import DeleteOptions
-from apiserver.resources.meta import FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS
-
-JSON = dict[str, Any]
+from apiserver.machinery import objectmeta
+from apiserver.machinery.metav1 import FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS
+from apiserver.machinery.options import DeleteOptions
+from apiserver.machinery.types import JSON
 
 GC_FINALIZERS = (FINALIZER_ORPHAN_DEPENDENTS, FINALIZER_DELETE_DEPENDENTS)
 _FINALIZER_OF_POLICY = {"Orphan": FINALIZER_ORPHAN_DEPENDENTS, "Foreground": FINALIZER_DELETE_DEPENDENTS}

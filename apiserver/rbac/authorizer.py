@@ -18,7 +18,7 @@ binding with any of them grants nothing (its other subjects and rules included),
 apply. Every condition of a binding is found, none hiding another (a bad subject does not keep its
 roleRef from being resolved), and each goes to the `ProblemReporter` once per binding revision, from
 where the server logs it, counts it and records a Warning Event for it
-(`apiserver.auth.bindings.ProblemRecorder`).
+(`apiserver.rbac.bindings.ProblemRecorder`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ from typing import Any, Protocol
 
 from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import (
+from apiserver.machinery.errors import aggregate_message, go_quote
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import MASTERS_GROUP, UserInfo
+from apiserver.rbac.roles import (
     CLUSTER_ROLE_KIND,
     RBAC_API_GROUP,
     ROLE_KIND,
@@ -40,13 +43,10 @@ from apiserver.auth.roles import (
     RoleSource,
     rule,
 )
-from apiserver.auth.user import MASTERS_GROUP, UserInfo
-from apiserver.errors import aggregate_message, go_quote
 from apiserver.resources.rolebinding import GROUP, GROUP_KIND, SERVICE_ACCOUNT_KIND, USER_KIND
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 # What upstream's bootstrap ClusterRoleBinding cluster-admin grants system:masters.
 CLUSTER_ADMIN_RULES = (rule(["*"], groups=["*"], resources=["*"]), rule(["*"], urls=["*"]))
@@ -255,7 +255,7 @@ def unsupported_role_ref(ref: RoleRef) -> str:
 
 
 class BindingLister(Protocol):
-    """The RoleBindings of a namespace, from memory (`apiserver.auth.bindings.BindingIndex`)."""
+    """The RoleBindings of a namespace, from memory (`apiserver.rbac.bindings.BindingIndex`)."""
 
     def role_bindings(self, namespace: str) -> Sequence[Binding]: ...
 

@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apiserver import continue_token, deletion, errors, managedfields, objectmeta
-from apiserver.auth.user import UserInfo
-from apiserver.errors import GroupResource, StatusError
-from apiserver.managedfields import FieldManager
-from apiserver.options import (
+from apiserver.apply import fieldmanager as managedfields
+from apiserver.apply.fieldmanager import FieldManager
+from apiserver.machinery import continue_token, errors, objectmeta
+from apiserver.machinery.errors import GroupResource, StatusError
+from apiserver.machinery.metav1 import validate_common_object_meta_update
+from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
     FIELD_VALIDATION_WARN,
@@ -32,10 +33,12 @@ from apiserver.options import (
     ListOptions,
     WriteOptions,
 )
-from apiserver.patch import Patcher, check_type_meta, invalid_patch
+from apiserver.machinery.schema import DecodeError, cannot_handle
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import UserInfo
+from apiserver.patch.strategic import Patcher, check_type_meta, invalid_patch
+from apiserver.registry import deletion
 from apiserver.resources.base import ResourceKind
-from apiserver.resources.meta import validate_common_object_meta_update
-from apiserver.resources.schema import DecodeError, cannot_handle
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
@@ -49,7 +52,6 @@ from apiserver.storage.interface import (
     WatchOverflowError,
 )
 
-JSON = dict[str, Any]
 # Aliases for annotations inside ResourceStore, whose `list` method shadows the builtin there.
 Strings = list[str]
 Objects = list[JSON]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from apiserver import gofmt
+from apiserver.machinery import gofmt
 
 MAX_STRICT_ERRORS = 100
 """sigs.k8s.io/json stops collecting strict-decoding errors after this many."""

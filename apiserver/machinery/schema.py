@@ -24,9 +24,22 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from apiserver import jsonvalue
-from apiserver.errors import StatusError, go_quote
-from apiserver.resources.base import JSON, Decoded
+from apiserver.machinery import jsonvalue
+from apiserver.machinery.errors import StatusError, go_quote
+from apiserver.machinery.types import JSON
+
+
+@dataclass
+class Decoded:
+    """A decoded body. `unknown_fields` are JSON paths (`spec.foo`, `subjects[0].bar`) of fields the
+    schema does not know, in document order; they are already removed from `obj`. `strict_errors`
+    are what fieldValidation=Strict refuses and Warn warns of, worded and ordered as upstream's
+    decoder reports them: `unknown field "spec"`, `duplicate field "metadata.name"`."""
+
+    obj: JSON
+    unknown_fields: list[str] = field(default_factory=list)
+    strict_errors: list[str] = field(default_factory=list)
+
 
 # Values of Go.format.
 INT32 = "int32"

@@ -26,9 +26,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from apiserver import gofmt
-from apiserver.fieldpath import FieldSet, Path, PathElement, values_equal
-from apiserver.resources.schema import (
+from apiserver.apply.fieldpath import FieldSet, Path, PathElement, values_equal
+from apiserver.machinery import gofmt
+from apiserver.machinery.schema import (
     FieldSpec,
     FreeForm,
     ListOf,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
 
-JSON = dict[str, Any]
+from apiserver.machinery.types import JSON
 
 # What upstream's names.SimpleNameGenerator draws from: no vowels, no confusable characters.
 _GENERATED_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -14,12 +14,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apiserver import formats
-from apiserver.errors import FieldError, GoRepr, forbidden, go_quote, invalid, required, too_long
-from apiserver.formats import NameValidator
-from apiserver.resources.schema import INT64, TIME, Go, parse_rfc3339
-
-JSON = dict[str, Any]
+from apiserver.machinery import formats
+from apiserver.machinery.errors import FieldError, GoRepr, forbidden, go_quote, invalid, required, too_long
+from apiserver.machinery.formats import NameValidator
+from apiserver.machinery.schema import INT64, TIME, Go, parse_rfc3339
+from apiserver.machinery.types import JSON
 
 FIELD_IMMUTABLE = "field is immutable"
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024

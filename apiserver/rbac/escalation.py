@@ -30,19 +30,19 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from apiserver import errors
 from apiserver.auth.attributes import non_resource_attributes, resource_attributes
 from apiserver.auth.authz import Authorizer
-from apiserver.auth.rbac import RBACAuthorizer, RoleRef, RoleRefError, RolesNotReady
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import CLUSTER_ROLE_KIND, RBAC_API_GROUP, ROLE_KIND, PolicyRule
-from apiserver.auth.user import MASTERS_GROUP, UserInfo
-from apiserver.errors import GroupResource, go_quote
+from apiserver.machinery import errors
+from apiserver.machinery.errors import GroupResource, go_quote
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import MASTERS_GROUP, UserInfo
+from apiserver.rbac.authorizer import RBACAuthorizer, RoleRef, RoleRefError, RolesNotReady
+from apiserver.rbac.roles import CLUSTER_ROLE_KIND, RBAC_API_GROUP, ROLE_KIND, PolicyRule
 from apiserver.resources.rolebinding import GROUP
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 ROLE_BINDINGS = GroupResource(GROUP, "rolebindings")
 BIND_API_GROUP = RBAC_API_GROUP
 # How many broken-down rules are asked of the delegate at once.

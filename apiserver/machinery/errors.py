@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-JSON = dict[str, Any]
+from apiserver.machinery.types import JSON
 
 
 class FieldErrorType(Enum):

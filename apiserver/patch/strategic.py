@@ -32,9 +32,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
-from apiserver import errors, gofmt, jsonvalue
-
-JSON = dict[str, Any]
+from apiserver.machinery import errors, gofmt, jsonvalue
+from apiserver.machinery.types import JSON
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 """handlers/patch.go maxJSONPatchOperations; more operations answer 413."""
@@ -91,7 +90,6 @@ def _unprocessable(cause: str) -> errors.StatusError:
 _FIND_KIND_TYPE = (
     'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
 )
-
 
 PATCH_SCHEME = "pkg/runtime/scheme.go:110"
 """The name of the scheme kube-apiserver decodes a patched object with, which its errors quote."""

@@ -26,32 +26,31 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
-from apiserver import errors
 from apiserver.auth.authz import ALLOW, AlwaysAllow, Authorizer, Decision, PrivilegedGroups
-from apiserver.auth.bindings import BindingIndex, ProblemRecorder, RoleBindingStore
 from apiserver.auth.delegated import ClusterConnection
-from apiserver.auth.escalation import EscalationGuard
-from apiserver.auth.rbac import ProblemReporter, RBACAuthorizer, rules_allow
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.auth.roles import (
+from apiserver.machinery import errors
+from apiserver.machinery.options import WriteOptions
+from apiserver.machinery.types import JSON
+from apiserver.machinery.user import AUTHENTICATED_GROUP, MASTERS_GROUP, UserInfo
+from apiserver.rbac.authorizer import ProblemReporter, RBACAuthorizer, rules_allow
+from apiserver.rbac.bindings import BindingIndex, ProblemRecorder, RoleBindingStore
+from apiserver.rbac.escalation import EscalationGuard
+from apiserver.rbac.roles import (
     DISCOVERY_RULES,
     PUBLIC_INFO_RULES,
     ClusterRoleSource,
     RoleSource,
     StaticRoleSource,
 )
-from apiserver.auth.user import AUTHENTICATED_GROUP, MASTERS_GROUP, UserInfo
-from apiserver.auth.webhook import WEBHOOK_PATH, SubjectAccessReviewWebhook, WebhookCallers
-from apiserver.options import WriteOptions
-from apiserver.registry import ResourceStore
+from apiserver.rbac.webhook import WEBHOOK_PATH, SubjectAccessReviewWebhook, WebhookCallers
+from apiserver.registry.store import ResourceStore
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
 ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 NO_OPINION = Decision(False)

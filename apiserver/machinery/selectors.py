@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from apiserver import errors, formats
+from apiserver.machinery import errors, formats
 
 
 class Operator(StrEnum):
@@ -45,7 +45,7 @@ _BINARY_OPERATORS = (
     Operator.LESS_THAN,
 )
 
-# Label keys and values are validated as everywhere else (apiserver.formats, upstream's
+# Label keys and values are validated as everywhere else (apiserver.machinery.formats, upstream's
 # IsQualifiedName and IsValidLabelValue).
 label_key_errors = formats.is_qualified_name
 label_value_errors = formats.is_valid_label_value
