@@ -1,3 +1,5 @@
+"""`python -m apiserver`: the coreio-apiserver command."""
+
 from apiserver.cli import main
 
 main()

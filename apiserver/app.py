@@ -1,13 +1,11 @@
-"""Assembles the aiohttp application: middleware, routes and lifecycle."""
+"""Assembles the aiohttp application: middleware, routes and lifecycle, for the kinds it serves."""
 
 from __future__ import annotations
 
-import platform
-import sys
+from collections.abc import Sequence
 
 from aiohttp import web
 
-from apiserver import __version__
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.discovery import Discovery
@@ -15,47 +13,34 @@ from apiserver.http.handlers import ApiHandler
 from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import MAX_BODY_BYTES, authentication, authorization, status_errors
 from apiserver.http.namespaces import ImplicitNamespaces
-from apiserver.http.responses import NO_CACHE, object_response
+from apiserver.http.openapi import OpenAPIService
+from apiserver.http.responses import object_response
+from apiserver.http.system import SystemEndpoints
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
-from apiserver.openapi.builder import OpenAPIService
-from apiserver.rbac.chain import Authorization, AuthorizationConfig, build_authorization, event_writer
+from apiserver.rbac.chain import Authorization, AuthorizationConfig, server_authorization
 from apiserver.rbac.webhook import WEBHOOK_PATH
 from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
-from apiserver.storage.interface import Storage, StorageError
+from apiserver.resources.base import ResourceKind
+from apiserver.storage.interface import Storage
 
-KUBERNETES_MINOR = "33"
 STORAGE_KEY = web.AppKey("storage", Storage)
 AUTHORIZATION_KEY = web.AppKey("authorization", Authorization)
 
 
-def version_info() -> dict[str, str]:
-    return {
-        "major": "1",
-        "minor": KUBERNETES_MINOR,
-        "gitVersion": f"v1.{KUBERNETES_MINOR}.0-coreio.{__version__}",
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
-        "goVersion": f"python{sys.version_info.major}.{sys.version_info.minor}",
-        "compiler": platform.python_implementation().lower(),
-        "platform": f"{platform.system().lower()}/{_arch()}",
-    }
-
-
-def _arch() -> str:
-    machine = platform.machine().lower()
-    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
-
-
-def build_stores(settings: Settings, storage: Storage) -> list[ResourceStore]:
-    stores: list[ResourceStore] = []
-    for kind in KINDS:
-        ttl = settings.event_ttl_seconds if kind.plural == "events" else 0
-        stores.append(
-            ResourceStore(kind, storage, ttl_seconds=ttl, bookmark_interval=settings.watch_bookmark_interval)
+def build_stores(
+    settings: Settings, storage: Storage, kinds: Sequence[ResourceKind] = KINDS
+) -> list[ResourceStore]:
+    """One store a kind, its objects expiring as the kind's TTL (flag or default) says."""
+    return [
+        ResourceStore(
+            kind,
+            storage,
+            ttl_seconds=settings.ttl_seconds(kind),
+            bookmark_interval=settings.watch_bookmark_interval,
         )
-    return stores
+        for kind in kinds
+    ]
 
 
 def build_app(
@@ -63,20 +48,39 @@ def build_app(
     storage: Storage,
     authenticator: AuthenticatorChain,
     authorization_config: AuthorizationConfig | None = None,
+    kinds: Sequence[ResourceKind] = KINDS,
 ) -> web.Application:
-    stores = build_stores(settings, storage)
-    by_plural = {store.kind.plural: store for store in stores}
-    authz = build_authorization(
-        authorization_config or AuthorizationConfig(),
-        role_bindings=by_plural["rolebindings"],
-        write_event=event_writer(by_plural["events"]),
-    )
-    by_plural["rolebindings"].admission = authz.admit_role_binding
+    """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them),
+    authorization over the RoleBindings, the API, OpenAPI and system routes, and the lifecycle."""
+    stores = build_stores(settings, storage, kinds)
+    authz = server_authorization(authorization_config or AuthorizationConfig(), stores)
+    for store in stores:
+        store.admission = store.kind.admission(authz)
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
+    app = _application(settings, authenticator, in_flight, authz)
+    app[STORAGE_KEY] = storage
+    app[AUTHORIZATION_KEY] = authz
+    _add_api_routes(app, settings, storage, stores)
+    OpenAPIService(kinds).add_routes(app.router)
+    system = SystemEndpoints(
+        storage,
+        ready_checks={"authorization": lambda: authz.ready},
+        metrics=(authz.recorder.metrics_text, in_flight.metrics_text),
+    )
+    system.add_routes(app.router)
+    app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
+    _add_lifecycle(app, storage, authz)
+    return app
+
+
+def _application(
+    settings: Settings, authenticator: AuthenticatorChain, in_flight: InFlightLimit, authz: Authorization
+) -> web.Application:
+    """The application with its middleware, in upstream's order (DefaultBuildHandlerChain): the
+    request deadline outside authentication, the in-flight limit between authentication and
+    authorization."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
-        # In upstream's order (DefaultBuildHandlerChain): the request deadline outside
-        # authentication, the in-flight limit between authentication and authorization.
         middlewares=[
             status_errors,
             request_timeout(settings.request_timeout),
@@ -86,42 +90,15 @@ def build_app(
         ],
     )
     app[SEND_TIMEOUT_KEY] = settings.request_timeout
-    app[STORAGE_KEY] = storage
-    app[AUTHORIZATION_KEY] = authz
-    api = ApiHandler(stores, Discovery(tuple(KINDS)), settings.min_request_timeout)
+    return app
 
-    async def version(request: web.Request) -> web.StreamResponse:
-        return object_response(request, version_info())
 
-    async def legacy_api(request: web.Request) -> web.StreamResponse:
-        return object_response(request, api.discovery.api_versions())
-
-    async def health(request: web.Request) -> web.StreamResponse:
-        check = request.path.strip("/")
-        checks = {"ping": True, "storage": True}
-        if check.startswith("readyz"):
-            checks["authorization"] = authz.ready
-        if check.startswith("readyz") or check.startswith("healthz"):
-            try:
-                await storage.current_revision()
-            except (StorageError, OSError):
-                checks["storage"] = False
-        healthy = all(checks.values())
-        if "verbose" in request.query:
-            lines = [
-                f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}" for name, ok in checks.items()
-            ]
-            lines.append(f"{check} check {'passed' if healthy else 'failed'}")
-            text = "\n".join(lines) + "\n"
-        else:
-            text = "ok" if healthy else f"{check} check failed"
-        return web.Response(
-            status=200 if healthy else 500,
-            text=text,
-            content_type="text/plain",
-            headers={"Cache-Control": NO_CACHE, "X-Content-Type-Options": "nosniff"},
-        )
-
+def _add_api_routes(
+    app: web.Application, settings: Settings, storage: Storage, stores: list[ResourceStore]
+) -> None:
+    """/apis (the kinds and discovery) and /api: the core group's namespaces, implied by the
+    stored objects, when standalone; an empty legacy discovery behind an aggregator."""
+    api = ApiHandler(stores, Discovery(tuple(store.kind for store in stores)), settings.min_request_timeout)
     app.router.add_route("*", "/apis", api.handle)
     app.router.add_route("*", "/apis/{tail:.*}", api.handle)
     if settings.standalone:
@@ -133,36 +110,26 @@ def build_app(
         app.router.add_get("/api/v1/", namespaces.api_v1)
         app.router.add_get("/api/v1/namespaces", namespaces.collection)
         app.router.add_get("/api/v1/namespaces/{name}", namespaces.get)
-    else:
-        app.router.add_get("/api", legacy_api)
-        app.router.add_get("/api/", legacy_api)
-    openapi = OpenAPIService(KINDS)
-    app.router.add_get("/openapi/v2", openapi.serve_v2)
-    app.router.add_get("/openapi/v3", openapi.serve_v3_index)
-    app.router.add_get("/openapi/v3/{path:.*}", openapi.serve_v3)
-    app.router.add_get("/version", version)
-    app.router.add_get("/version/", version)
-    for path in ("/healthz", "/livez", "/readyz"):
-        app.router.add_get(path, health)
-        app.router.add_get(path + "/{check:.*}", health)
+        return
 
-    async def on_startup(_app: web.Application) -> None:
+    async def legacy_api(request: web.Request) -> web.StreamResponse:
+        return object_response(request, api.discovery.api_versions())
+
+    app.router.add_get("/api", legacy_api)
+    app.router.add_get("/api/", legacy_api)
+
+
+def _add_lifecycle(app: web.Application, storage: Storage, authz: Authorization) -> None:
+    """The storage starts first and closes last; authorization's background work (the RoleBinding
+    index lists through the storage) runs in between."""
+
+    async def start_storage(_app: web.Application) -> None:
         await storage.start()
 
-    async def on_cleanup(_app: web.Application) -> None:
+    async def close_storage(_app: web.Application) -> None:
         await storage.close()
 
-    async def metrics(request: web.Request) -> web.StreamResponse:
-        return web.Response(
-            text=authz.recorder.metrics_text() + in_flight.metrics_text(),
-            content_type="text/plain",
-            headers={"Cache-Control": NO_CACHE},
-        )
-
-    app.router.add_get("/metrics", metrics)
-    app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
-    app.on_startup.append(on_startup)
-    app.on_startup.append(authz.on_startup)  # after the storage started
-    app.on_cleanup.append(authz.on_cleanup)  # before the storage closes
-    app.on_cleanup.append(on_cleanup)
-    return app
+    app.on_startup.append(start_storage)
+    app.on_startup.append(authz.on_startup)
+    app.on_cleanup.append(authz.on_cleanup)
+    app.on_cleanup.append(close_storage)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "coreio"
+from apiserver.resources.base import ResourceKind
+from apiserver.standalone import default_data_dir
 
 
 @dataclass
@@ -55,8 +52,9 @@ class Settings:
     # Who besides system:masters may call the SubjectAccessReview webhook endpoint.
     authorize_endpoint_users: list[str] = field(default_factory=list)
     authorize_endpoint_groups: list[str] = field(default_factory=list)
-    # How long Events live (kube-apiserver's --event-ttl).
-    event_ttl_seconds: int = 3600
+    # How long objects of the kinds that expire live, by resource (`events.events.core.io`), as
+    # their flags (kube-apiserver's --event-ttl) set it; a kind not here lives its default.
+    expiry_seconds: dict[str, int] = field(default_factory=dict)
     # Watches without timeoutSeconds end after a random time in [min, 2*min) (kube-apiserver's
     # --min-request-timeout).
     min_request_timeout: float = 1800.0
@@ -74,3 +72,9 @@ class Settings:
     @property
     def standalone(self) -> bool:
         return not self.tls_cert_file
+
+    def ttl_seconds(self, kind: ResourceKind) -> int:
+        """How long `kind`'s objects live after their last write (0: until deleted)."""
+        if kind.expiry is None:
+            return 0
+        return self.expiry_seconds.get(str(kind.group_resource), kind.expiry.default_seconds)

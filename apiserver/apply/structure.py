@@ -250,43 +250,37 @@ def to_field_set(node: Node, value: Any) -> FieldSet:
 
 
 def _to_field_set(node: Node | None, value: Any, path: Path, out: FieldSet) -> None:
-    if node is None or isinstance(node, ScalarNode | AnyNode):
+    if node is None or isinstance(node, ScalarNode | AnyNode) or node.atomic:
         out.insert(path)
-        return
-    if isinstance(node, ListNode):
-        if node.atomic:
-            out.insert(path)
-            return
-        if not isinstance(value, list):
-            return
-        seen: set[PathElement] = set()
-        duplicates: set[PathElement] = set()
-        elements = [_item_element(node, item) for item in value]
-        for pe in elements:
-            if pe is None:
-                continue
-            if pe in seen:
-                if pe not in duplicates:
-                    out.insert((*path, pe))
-                    duplicates.add(pe)
-            else:
-                seen.add(pe)
-        for pe, item in zip(elements, value, strict=True):
-            if pe is None or pe in duplicates:
-                continue
-            _to_field_set(node.element, item, (*path, pe), out)
+    elif isinstance(node, ListNode):
+        if isinstance(value, list):
+            _list_to_field_set(node, value, path, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            child_path = (*path, PathElement.field(key))
+            _to_field_set(_child(node, key), item, child_path, out)
+            if item is None or (isinstance(item, dict) and not item) or key not in node.fields:
+                out.insert(child_path)
+
+
+def _list_to_field_set(node: ListNode, value: list[Any], path: Path, out: FieldSet) -> None:
+    """The items of an associative list: an item named twice is set whole, once, and nothing below."""
+    elements = [_item_element(node, item) for item in value]
+    seen: set[PathElement] = set()
+    duplicates: set[PathElement] = set()
+    for pe in elements:
+        if pe is None:
+            continue
+        if pe not in seen:
+            seen.add(pe)
+        elif pe not in duplicates:
             out.insert((*path, pe))
-        return
-    if node.atomic:
-        out.insert(path)
-        return
-    if not isinstance(value, dict):
-        return
-    for key, item in value.items():
-        child_path = (*path, PathElement.field(key))
-        _to_field_set(_child(node, key), item, child_path, out)
-        if item is None or (isinstance(item, dict) and not item) or key not in node.fields:
-            out.insert(child_path)
+            duplicates.add(pe)
+    for pe, item in zip(elements, value, strict=True):
+        if pe is None or pe in duplicates:
+            continue
+        _to_field_set(node.element, item, (*path, pe), out)
+        out.insert((*path, pe))
 
 
 def ensure_named_fields_are_members(fields: FieldSet, node: Node | None) -> FieldSet:
@@ -327,85 +321,76 @@ def compare(node: Node, lhs: Any, rhs: Any) -> Comparison:
 
 
 def _compare(node: Node | None, lhs: Any, rhs: Any, path: Path, out: Comparison) -> None:
-    leaf = False
     if node is None or isinstance(node, ScalarNode | AnyNode):
         leaf = True
     elif isinstance(node, ListNode):
-        left = lhs if isinstance(lhs, list) else None
-        right = rhs if isinstance(rhs, list) else None
-        if node.atomic or (not left and not right):
-            leaf = True
-        elif left is not None or right is not None:
-            _compare_list_items(node, left or [], right or [], path, out)
+        leaf = _compare_list(node, lhs, rhs, path, out)
     else:
-        left_map = lhs if isinstance(lhs, dict) else None
-        right_map = rhs if isinstance(rhs, dict) else None
-        if node.atomic or (not left_map and not right_map):
-            leaf = True
-        elif left_map is not None or right_map is not None:
-            left_map, right_map = left_map or {}, right_map or {}
-            for key in [*left_map, *(k for k in right_map if k not in left_map)]:
-                _compare(
-                    _child(node, key),
-                    left_map.get(key, MISSING),
-                    right_map.get(key, MISSING),
-                    (*path, PathElement.field(key)),
-                    out,
-                )
-    if leaf:
-        if lhs is MISSING:
-            out.added.insert(path)
-        elif rhs is MISSING:
-            out.removed.insert(path)
-        elif not values_equal(lhs, rhs):
+        leaf = _compare_map(node, lhs, rhs, path, out)
+    if leaf and lhs is not MISSING and rhs is not MISSING:
+        if not values_equal(lhs, rhs):
             out.modified.insert(path)
-        return
-    if lhs is MISSING:
+    elif lhs is MISSING:
         out.added.insert(path)
     elif rhs is MISSING:
         out.removed.insert(path)
+
+
+def _compare_list(node: ListNode, lhs: Any, rhs: Any, path: Path, out: Comparison) -> bool:
+    """Compares two lists item by item; True where they compare as one value instead."""
+    left = lhs if isinstance(lhs, list) else None
+    right = rhs if isinstance(rhs, list) else None
+    if node.atomic or (not left and not right):
+        return True
+    _compare_list_items(node, left or [], right or [], path, out)
+    return False
+
+
+def _compare_map(node: MapNode, lhs: Any, rhs: Any, path: Path, out: Comparison) -> bool:
+    """Compares two maps key by key; True where they compare as one value instead."""
+    left = lhs if isinstance(lhs, dict) else None
+    right = rhs if isinstance(rhs, dict) else None
+    if node.atomic or (not left and not right):
+        return True
+    left, right = left or {}, right or {}
+    for key in [*left, *(k for k in right if k not in left)]:
+        child_path = (*path, PathElement.field(key))
+        _compare(_child(node, key), left.get(key, MISSING), right.get(key, MISSING), child_path, out)
+    return False
 
 
 def _compare_list_items(node: ListNode, lhs: list[Any], rhs: list[Any], path: Path, out: Comparison) -> None:
     order: list[PathElement] = []
     left: dict[PathElement, list[Any]] = {}
     right: dict[PathElement, list[Any]] = {}
-    for item in lhs:
-        pe = _item_element(node, item)
-        if pe is None:
-            continue
-        if pe not in left:
-            order.append(pe)
-        left.setdefault(pe, []).append(item)
-    for item in rhs:
-        pe = _item_element(node, item)
-        if pe is None:
-            continue
-        if pe not in right and pe not in left:
-            order.append(pe)
-        right.setdefault(pe, []).append(item)
+    for items, named, other in ((lhs, left, None), (rhs, right, left)):
+        for item in items:
+            pe = _item_element(node, item)
+            if pe is None:
+                continue
+            if pe not in named and (other is None or pe not in other):
+                order.append(pe)
+            named.setdefault(pe, []).append(item)
     for pe in order:
-        lefts, rights = left.get(pe, []), right.get(pe, [])
-        item_path = (*path, pe)
-        if len(lefts) <= 1 and len(rights) <= 1:
-            _compare(
-                node.element,
-                lefts[0] if lefts else MISSING,
-                rights[0] if rights else MISSING,
-                item_path,
-                out,
-            )
-        elif len(lefts) >= 2 and len(rights) >= 2:
-            if not values_equal(lefts, rights):
-                out.modified.insert(item_path)
-        elif len(lefts) >= 2:
-            if rights:
-                _compare(node.element, MISSING, rights[0], item_path, out)
-            out.removed.insert(item_path)
-        else:
-            if lefts:
-                _compare(node.element, lefts[0], MISSING, item_path, out)
-            out.added.insert(item_path)
+        _compare_item(node, left.get(pe, []), right.get(pe, []), (*path, pe), out)
+
+
+def _compare_item(node: ListNode, lefts: list[Any], rights: list[Any], path: Path, out: Comparison) -> None:
+    """One item of an associative list, which either side may name more than once."""
+    if len(lefts) <= 1 and len(rights) <= 1:
+        left = lefts[0] if lefts else MISSING
+        _compare(node.element, left, rights[0] if rights else MISSING, path, out)
+    elif len(lefts) >= 2 and len(rights) >= 2:
+        if not values_equal(lefts, rights):
+            out.modified.insert(path)
+    elif len(lefts) >= 2:
+        if rights:
+            _compare(node.element, MISSING, rights[0], path, out)
+        out.removed.insert(path)
+    else:
+        if lefts:
+            _compare(node.element, lefts[0], MISSING, path, out)
+        out.added.insert(path)
 
 
 # ----------------------------------------------------------------------------- merge
@@ -474,50 +459,78 @@ def _index_items(
 
 
 def _merge_list_items(node: ListNode, lhs: list[Any], rhs: list[Any]) -> list[Any]:
-    rhs_elements, observed_rhs, errs = _index_items(node, rhs, allow_duplicates=False)
-    lhs_elements, observed_lhs, lhs_errs = _index_items(node, lhs, allow_duplicates=True)
-    if errs or lhs_errs:
-        raise StructureError(validation_message(errs + lhs_errs))
-    # The items both sides name, in rhs's order: each is placed where rhs places it.
-    shared = [pe for pe in rhs_elements if pe in observed_lhs]
-    next_shared = shared.pop(0) if shared else None
-    merged_rhs: set[PathElement] = set()
-    out: list[Any] = []
+    return _ListItemsMerge(node, lhs, rhs).run()
 
-    def add(value: Any) -> None:
+
+class _ListItemsMerge:
+    """The items of two associative lists merged in upstream's order: one walk over both lists at
+    once, `li` and `ri` the positions reached in each."""
+
+    def __init__(self, node: ListNode, lhs: list[Any], rhs: list[Any]) -> None:
+        self.node = node
+        self.lhs = lhs
+        self.rhs_elements, self.observed_rhs, errs = _index_items(node, rhs, allow_duplicates=False)
+        self.lhs_elements, self.observed_lhs, lhs_errs = _index_items(node, lhs, allow_duplicates=True)
+        if errs or lhs_errs:
+            raise StructureError(validation_message(errs + lhs_errs))
+        # The items both sides name, in rhs's order: each is placed where rhs places it.
+        self.shared = [pe for pe in self.rhs_elements if pe in self.observed_lhs]
+        self.next_shared = self._pop_shared()
+        self.merged_rhs: set[PathElement] = set()
+        self.out: list[Any] = []
+        self.li = self.ri = 0
+
+    def run(self) -> list[Any]:
+        while self.li < len(self.lhs_elements) or self.ri < len(self.rhs_elements):
+            if self.li < len(self.lhs_elements) and self.ri < len(self.rhs_elements) and self._both():
+                continue
+            if self.li < len(self.lhs_elements) and self._lhs_only():
+                continue
+            if self.ri < len(self.rhs_elements):
+                self._rhs()
+        return self.out
+
+    def _pop_shared(self) -> PathElement | None:
+        return self.shared.pop(0) if self.shared else None
+
+    def _add(self, value: Any) -> None:
         if value is not MISSING:
-            out.append(value)
+            self.out.append(value)
 
-    li = ri = 0
-    while li < len(lhs_elements) or ri < len(rhs_elements):
-        if li < len(lhs_elements) and ri < len(rhs_elements):
-            pe = lhs_elements[li]
-            if pe == rhs_elements[ri]:
-                merged_rhs.add(pe)
-                add(_merge(node.element, observed_lhs[pe], observed_rhs[pe]))
-                li += 1
-                ri += 1
-                next_shared = shared.pop(0) if shared else None
-                continue
-            if pe in observed_rhs and next_shared is not None and next_shared != pe:
-                li += 1
-                continue
-        if li < len(lhs_elements):
-            pe = lhs_elements[li]
-            if pe not in observed_rhs:
-                add(_merge(node.element, lhs[li], MISSING))
-                li += 1
-                continue
-            if pe in merged_rhs:
-                li += 1
-        if ri < len(rhs_elements):
-            pe = rhs_elements[ri]
-            merged_rhs.add(pe)
-            add(_merge(node.element, observed_lhs.get(pe, MISSING), observed_rhs[pe]))
-            ri += 1
-            if next_shared is not None and next_shared == pe:
-                next_shared = shared.pop(0) if shared else None
-    return out
+    def _both(self) -> bool:
+        """Both lists have items left: True once this step is done."""
+        pe = self.lhs_elements[self.li]
+        if pe == self.rhs_elements[self.ri]:
+            self.merged_rhs.add(pe)
+            self._add(_merge(self.node.element, self.observed_lhs[pe], self.observed_rhs[pe]))
+            self.li += 1
+            self.ri += 1
+            self.next_shared = self._pop_shared()
+            return True
+        if pe in self.observed_rhs and self.next_shared is not None and self.next_shared != pe:
+            # rhs places this item later: it is merged there.
+            self.li += 1
+            return True
+        return False
+
+    def _lhs_only(self) -> bool:
+        """An item of lhs that rhs does not name stays where it is: True once it is added."""
+        pe = self.lhs_elements[self.li]
+        if pe not in self.observed_rhs:
+            self._add(_merge(self.node.element, self.lhs[self.li], MISSING))
+            self.li += 1
+            return True
+        if pe in self.merged_rhs:
+            self.li += 1
+        return False
+
+    def _rhs(self) -> None:
+        pe = self.rhs_elements[self.ri]
+        self.merged_rhs.add(pe)
+        self._add(_merge(self.node.element, self.observed_lhs.get(pe, MISSING), self.observed_rhs[pe]))
+        self.ri += 1
+        if self.next_shared is not None and self.next_shared == pe:
+            self.next_shared = self._pop_shared()
 
 
 # ----------------------------------------------------------------------------- removal

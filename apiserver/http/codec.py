@@ -9,15 +9,15 @@ from typing import Any
 
 import yaml
 
-from apiserver.machinery import errors, gofmt, jsonvalue
+from apiserver.machinery import errors, gofmt, jsonsyntax, jsonvalue, mediatypes
 
-JSON_TYPE = "application/json"
-YAML_TYPE = "application/yaml"
-JSON_PATCH_TYPE = "application/json-patch+json"
-MERGE_PATCH_TYPE = "application/merge-patch+json"
-STRATEGIC_PATCH_TYPE = "application/strategic-merge-patch+json"
-APPLY_PATCH_TYPE = "application/apply-patch+yaml"
-PROTOBUF_TYPE = "application/vnd.kubernetes.protobuf"
+JSON_TYPE = mediatypes.JSON_TYPE
+YAML_TYPE = mediatypes.YAML_TYPE
+JSON_PATCH_TYPE = mediatypes.JSON_PATCH_TYPE
+MERGE_PATCH_TYPE = mediatypes.MERGE_PATCH_TYPE
+STRATEGIC_PATCH_TYPE = mediatypes.STRATEGIC_PATCH_TYPE
+APPLY_PATCH_TYPE = mediatypes.APPLY_PATCH_TYPE
+PROTOBUF_TYPE = mediatypes.PROTOBUF_TYPE
 
 BODY_TYPES = (JSON_TYPE, YAML_TYPE)
 PATCH_TYPES = (JSON_PATCH_TYPE, MERGE_PATCH_TYPE, APPLY_PATCH_TYPE, STRATEGIC_PATCH_TYPE)
@@ -104,18 +104,35 @@ class _Normalizer:
         return value
 
 
+class MalformedJSONError(ValueError):
+    """A body that is no JSON text; the message is Go's encoding/json error for it."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid character '{name[0]}' looking for beginning of value")
+    # NaN and Infinity are no JSON; the message is made from the body (jsonsyntax).
+    raise ValueError(name)
 
 
-def parse_json(body: bytes) -> ParsedBody:
+def decode_json(body: bytes) -> ParsedBody:
+    """A JSON body decoded, or MalformedJSONError with Go's words for what is wrong with it (each
+    caller wraps those as upstream's handler for it does)."""
     try:
-        value = json.loads(body, object_pairs_hook=jsonvalue.from_pairs, parse_constant=_reject_constant)
+        # Decoded as UTF-8 here: json.loads would also take UTF-16 and a byte order mark, as Go does not.
+        text = body.decode("utf-8")
+        value = json.loads(text, object_pairs_hook=jsonvalue.from_pairs, parse_constant=_reject_constant)
     except RecursionError:
         raise errors.bad_request(f"the request body is nested more than {MAX_DEPTH} levels deep") from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+        raise MalformedJSONError(jsonsyntax.syntax_error(body) or str(exc)) from None
     return ParsedBody(_Normalizer(max_nodes=len(body) + 1).walk(value))
+
+
+def parse_json(body: bytes) -> ParsedBody:
+    """A JSON object's body, as a create or update decodes it."""
+    try:
+        return decode_json(body)
+    except MalformedJSONError as exc:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
 
 class _Loader(yaml.SafeLoader):

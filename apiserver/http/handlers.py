@@ -23,12 +23,17 @@ from apiserver.machinery import errors, formats
 from apiserver.machinery.options import DeleteOptions, WriteOptions, delete_options_from_body
 from apiserver.machinery.selectors import escape_field_value, parse_field_selector
 from apiserver.machinery.types import JSON
-from apiserver.patch.strategic import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
+from apiserver.patch import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
 from apiserver.registry.store import ResourceStore
 
 # v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
 AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+_PATCHERS: dict[str, type[Patcher]] = {
+    codec.JSON_PATCH_TYPE: JSONPatcher,
+    codec.MERGE_PATCH_TYPE: MergePatcher,
+    codec.STRATEGIC_PATCH_TYPE: StrategicMergePatcher,
+}
 
 
 def not_found() -> errors.StatusError:
@@ -128,23 +133,33 @@ class ApiHandler:
                 raise errors.method_not_allowed()
             return await self._watch(request, route)
         if route.name is None:
-            if method in ("GET", "HEAD"):
-                if query.parse_bool(request.query, "watch"):
-                    return await self._watch(request, route)
-                return await self._list(request, route)
-            if route.namespace is None:
-                raise errors.method_not_allowed()
-            if method == "POST":
-                return await self._create(request, route)
-            if method == "DELETE":
-                return await self._delete_collection(request, route)
+            return await self._collection(request, route)
+        return await self._object(request, route, route.name)
+
+    async def _collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        """A request on the kind's collection: list, watch, create or delete many."""
+        method = request.method
+        if method in ("GET", "HEAD"):
+            if query.parse_bool(request.query, "watch"):
+                return await self._watch(request, route)
+            return await self._list(request, route)
+        if route.namespace is None:
             raise errors.method_not_allowed()
+        if method == "POST":
+            return await self._create(request, route)
+        if method == "DELETE":
+            return await self._delete_collection(request, route)
+        raise errors.method_not_allowed()
+
+    async def _object(self, request: web.Request, route: ResourceRoute, name: str) -> web.StreamResponse:
+        """A request on one named object: get, update, patch or delete it."""
+        method = request.method
         if method not in ("GET", "HEAD", "PUT", "PATCH", "DELETE"):
             raise errors.method_not_allowed()
-        _check_name(route.name)
+        _check_name(name)
         if method in ("GET", "HEAD"):
             fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
-            obj = await route.store.get(_ns(route), route.name)
+            obj = await route.store.get(_ns(route), name)
             return object_response(request, obj, fmt=fmt)
         if method == "PUT":
             return await self._update(request, route)
@@ -168,11 +183,14 @@ class ApiHandler:
             include_object = table.table_options(fmt.target, request.query)
             transform = table.WatchTransform(route.store.kind, fmt.target, include_object)
         if route.name is not None:
-            # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name (and the selector).
-            pinned = f"metadata.name={escape_field_value(route.name)}"
-            if opts.field_selector is not None and not opts.field_selector.empty:
-                pinned = f"{opts.field_selector},{pinned}"
-            opts.field_selector = parse_field_selector(pinned, route.store.kind.selectable_field_names)
+            # /watch/namespaces/<ns>/<plural>/<name> is a watch on that one name: a fieldSelector
+            # may only repeat it (upstream's ListResource refuses any other).
+            selector = opts.field_selector
+            if selector is None or selector.empty:
+                pinned = f"metadata.name={escape_field_value(route.name)}"
+                opts.field_selector = parse_field_selector(pinned, route.store.kind.selectable_field_names)
+            elif selector.requires_exact_match("metadata.name") != route.name:
+                raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
         events = await route.store.watch(route.namespace, opts)
         timeout = watch_timeout(opts.timeout_seconds, self.min_request_timeout)
         return await stream_watch(request, events, timeout, transform)
@@ -216,15 +234,17 @@ class ApiHandler:
         assert route.name is not None
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)
-        _, parsed = codec.parse_body(content_type, await request.read(), served)
+        patch_type = _PATCHERS[media]
+        try:
+            parsed = codec.decode_json(await request.read())
+        except codec.MalformedJSONError as exc:
+            raise patch_type.malformed(str(exc), opts.field_validation) from None
         patcher: Patcher
-        if media == codec.JSON_PATCH_TYPE:
-            patcher = JSONPatcher(parsed.value, opts.field_validation)
-        elif media == codec.MERGE_PATCH_TYPE:
-            patcher = MergePatcher(parsed.value, opts.field_validation)
-        else:
+        if patch_type is StrategicMergePatcher:
             schema = route.store.kind.patch_schema
             patcher = StrategicMergePatcher(parsed.value, opts.field_validation, schema)
+        else:
+            patcher = patch_type(parsed.value, opts.field_validation)
         result = await route.store.patch(_ns(route), route.name, patcher, opts)
         return object_response(request, result.obj, warnings=result.warnings)
 

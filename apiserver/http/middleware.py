@@ -18,6 +18,7 @@ from apiserver.auth.requestinfo import request_info
 from apiserver.http.responses import status_response
 from apiserver.machinery import errors
 from apiserver.machinery.user import UserInfo
+from apiserver.registry.storage_errors import status_error
 from apiserver.storage.interface import StorageUnavailableError
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,8 @@ async def status_errors(request: web.Request, handler: Handler) -> web.StreamRes
     except errors.StatusError as exc:
         return status_response(request, exc)
     except StorageUnavailableError as exc:
-        # One mapping for every storage call of every operation.
-        return status_response(request, errors.storage_unavailable(exc))
+        # The registry maps the storage errors of its operations; this catches any other call's.
+        return status_response(request, status_error(exc))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -29,14 +29,9 @@ from apiserver.machinery.selectors import (
     parse_label_selector,
 )
 from apiserver.machinery.types import JSON
+from apiserver.registry.storage_errors import status_error
 from apiserver.registry.store import ResourceStore, WatchEventOut
-from apiserver.storage.interface import (
-    CompactedError,
-    EventType,
-    FutureRevisionError,
-    Storage,
-    StorageUnavailableError,
-)
+from apiserver.storage.interface import EventType, Storage, StorageError, StorageUnavailableError
 
 DEFAULT_NAMESPACE = "default"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -172,15 +167,8 @@ class ImplicitNamespaces:
                 yield WatchEventOut("ADDED", namespace_object(name, str(revision)))
         try:
             known = set(initial) or (await self._names_at(revision))[0]
-        except CompactedError as exc:
-            yield _expired(exc)
-            return
-        except FutureRevisionError as exc:
-            message = f"Too large resource version: {exc.requested}, current: {exc.current}"
-            yield WatchEventOut("ERROR", errors.timeout_error(message, retry_after=1).status)
-            return
-        except StorageUnavailableError as exc:
-            yield WatchEventOut("ERROR", _unavailable(exc).status)
+        except StorageError as exc:
+            yield _error(exc)
             return
         changes = self.storage.watch(REGISTRY_ROOT, after_revision=revision)
         try:
@@ -193,21 +181,18 @@ class ImplicitNamespaces:
                 known.add(found)
                 if _selected(found, labels, fields):
                     yield WatchEventOut("ADDED", namespace_object(found, str(change.revision)))
-        except CompactedError as exc:
-            yield _expired(exc)
-        except StorageUnavailableError as exc:
-            yield WatchEventOut("ERROR", _unavailable(exc).status)
+        except StorageError as exc:
+            yield _error(exc)
         finally:
             await changes.aclose()  # type: ignore[attr-defined]
 
 
 def _unavailable(exc: StorageUnavailableError) -> errors.StatusError:
-    return errors.service_unavailable(f"storage is unavailable: {exc}")
+    return status_error(exc)
 
 
-def _expired(exc: CompactedError) -> WatchEventOut:
-    message = f"too old resource version: {exc.requested} ({exc.compacted})"
-    return WatchEventOut("ERROR", errors.expired(message).status)
+def _error(exc: StorageError) -> WatchEventOut:
+    return WatchEventOut("ERROR", status_error(exc).status)
 
 
 def _selectors(request: web.Request) -> tuple[LabelSelector | None, FieldSelector | None]:

@@ -204,15 +204,20 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
     dry_run = body.get("dryRun")
     if dry_run is not None:
         opts.dry_run = parse_dry_run(dry_run if isinstance(dry_run, list) else [dry_run], "DeleteOptions")
-    pre = body.get("preconditions")
-    if pre is not None:
-        if not isinstance(pre, dict):
-            raise errors.bad_request("DeleteOptions.preconditions must be an object")
-        if pre.get("uid") is not None:
-            opts.preconditions.uid = str(pre["uid"])
-        if pre.get("resourceVersion") is not None:
-            opts.preconditions.resource_version = str(pre["resourceVersion"])
+    _merge_preconditions(body.get("preconditions"), opts.preconditions)
     return opts
+
+
+def _merge_preconditions(body: Any, preconditions: Preconditions) -> None:
+    """A DeleteOptions body's preconditions over the query's."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise errors.bad_request("DeleteOptions.preconditions must be an object")
+    if body.get("uid") is not None:
+        preconditions.uid = str(body["uid"])
+    if body.get("resourceVersion") is not None:
+        preconditions.resource_version = str(body["resourceVersion"])
 
 
 def dry_run_errors(values: list[Any]) -> list[FieldError]:

@@ -15,17 +15,16 @@ with that converter's rules and wording.
 
 from __future__ import annotations
 
-import re
 import types
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from apiserver.machinery import jsonvalue
-from apiserver.machinery.errors import StatusError, go_quote
+from apiserver.machinery import gotime, jsonvalue
+from apiserver.machinery.errors import StatusError
 from apiserver.machinery.types import JSON
 
 
@@ -44,11 +43,8 @@ class Decoded:
 # Values of Go.format.
 INT32 = "int32"
 INT64 = "int64"
-TIME = "time"  # metav1.Time: RFC 3339, whole seconds
-MICRO_TIME = "micro-time"  # metav1.MicroTime: RFC 3339, six fraction digits
-
-TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"
-MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+TIME = "time"  # metav1.Time: gotime.TIME_LAYOUT (RFC 3339), whole seconds
+MICRO_TIME = "micro-time"  # metav1.MicroTime: gotime.MICRO_TIME_LAYOUT, six fraction digits
 
 # Go's package name of every struct served here (metav1, corev1, rbacv1, eventsv1 are all "v1").
 GO_PACKAGE = "v1"
@@ -185,32 +181,15 @@ def fields_of(model: type[BaseModel]) -> tuple[FieldSpec, ...]:
 
 # ----------------------------------------------------------------------------- timestamps
 
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:(Z)|([+-])(\d{2}):(\d{2}))"
-)
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 
 
 def parse_rfc3339(text: str) -> datetime | None:
-    """An RFC 3339 date-time (any offset, any number of fraction digits) in UTC, truncated to
-    microseconds; None if it is not one. Go's zero time (0001-01-01T00:00:00Z) parses as itself."""
-    match = _RFC3339.fullmatch(text)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    fraction, zulu, sign, off_hours, off_minutes = match.groups()[6:]
-    micros = int((fraction or "")[:6].ljust(6, "0"))
+    """A metav1.Time (RFC 3339, any offset, any fraction of a second) in UTC, truncated to
+    microseconds; None if Go refuses it. Go's zero time (0001-01-01T00:00:00Z) parses as itself."""
     try:
-        if zulu:
-            tz = UTC
-        else:
-            hours, minutes = int(off_hours), int(off_minutes)
-            if hours > 23 or minutes > 59:
-                return None
-            offset = timedelta(hours=hours, minutes=minutes)
-            tz = timezone(-offset if sign == "-" else offset)
-        return datetime(year, month, day, hour, minute, second, micros, tzinfo=tz).astimezone(UTC)
-    except (ValueError, OverflowError):
+        return gotime.parse(gotime.TIME_LAYOUT, text)
+    except gotime.TimeParseError:
         return None
 
 
@@ -227,10 +206,9 @@ def format_timestamp(moment: datetime, *, micro: bool) -> str:
 
 
 def canonical_timestamp(text: str, *, micro: bool) -> str | None:
-    """The canonical form of a timestamp, None for Go's zero time; ValueError if malformed."""
-    moment = parse_rfc3339(text)
-    if moment is None:
-        raise ValueError(text)
+    """The canonical form of a timestamp, None for Go's zero time; gotime.TimeParseError (a
+    ValueError, Go's words) if its layout refuses it."""
+    moment = gotime.parse(gotime.MICRO_TIME_LAYOUT if micro else gotime.TIME_LAYOUT, text)
     if moment == _ZERO_TIME:
         return None
     return format_timestamp(moment, micro=micro)
@@ -287,11 +265,8 @@ def _reflect_kind(value: Any) -> str:
 _INT_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
 
-def _time_error(raw: str, t: Timestamp) -> str:
-    # The layout and value as time.Parse quotes them; not its account of where parsing stopped.
-    layout = MICRO_TIME_LAYOUT if t.micro else TIME_LAYOUT
-    quoted = go_quote(raw)
-    return f"parsing time {quoted} as {go_quote(layout)}: cannot parse {quoted} as an RFC 3339 date-time"
+_OMITTED: Any = object()
+"""A field encoding/json leaves out (omitempty)."""
 
 
 class _Unmarshal:
@@ -300,30 +275,28 @@ class _Unmarshal:
     def marshal(self, specs: tuple[FieldSpec, ...], values: dict[str, Any]) -> JSON:
         out: JSON = {}
         for spec in specs:
-            present = spec.name in values
-            value = values.get(spec.name)
-            t, go = spec.type, spec.go
-            if isinstance(t, Timestamp) and not go.pointer:
-                out[spec.name] = value  # a value Time: never omitted; zero marshals as null
-            elif isinstance(t, Struct) and not go.pointer:
-                out[spec.name] = value if present else self.zero(t)
-            elif go.pointer or isinstance(t, FreeForm):
-                if present and value is not None:
-                    out[spec.name] = value
-                elif not go.omitempty:
-                    out[spec.name] = None
-            elif isinstance(t, ListOf | MapOf):
-                if present:
-                    if value or not go.omitempty:
-                        out[spec.name] = value
-                elif not go.omitempty:
-                    out[spec.name] = None
-            else:
-                if not present:
-                    value = self.zero(t)
-                if value or not go.omitempty:
-                    out[spec.name] = value
+            value = self._marshal_field(spec, spec.name in values, values.get(spec.name))
+            if value is not _OMITTED:
+                out[spec.name] = value
         return out
+
+    def _marshal_field(self, spec: FieldSpec, present: bool, value: Any) -> Any:
+        """One field as encoding/json writes it, or _OMITTED."""
+        t, go = spec.type, spec.go
+        if isinstance(t, Timestamp) and not go.pointer:
+            return value  # a value Time: never omitted; zero marshals as null
+        if isinstance(t, Struct) and not go.pointer:
+            return value if present else self.zero(t)
+        if go.pointer or isinstance(t, FreeForm):
+            if present and value is not None:
+                return value
+            return _OMITTED if go.omitempty else None
+        if isinstance(t, ListOf | MapOf):
+            if not present:
+                return _OMITTED if go.omitempty else None
+        elif not present:
+            value = self.zero(t)
+        return value if value or not go.omitempty else _OMITTED
 
     def zero(self, t: TypeSpec) -> Any:
         if isinstance(t, Scalar):
@@ -404,10 +377,9 @@ class _Decoder(_Unmarshal):
             raise self.mismatch(_json_kind(raw), stack, owner, "string")
         try:
             return canonical_timestamp(raw, micro=t.micro)
-        except ValueError:
-            raise _TypeMismatch(
-                f"{_time_error(raw, t)} (Go struct field {owner}.{'.'.join(stack)} of type {go_type_name(t)})"
-            ) from None
+        except gotime.TimeParseError as exc:
+            # UnmarshalJSON's own error: encoding/json names no field for it.
+            raise _TypeMismatch(str(exc)) from None
 
     def scalar(self, t: Scalar, raw: Any, stack: tuple[str, ...], owner: str) -> Any:
         if t.name == "string":
@@ -513,8 +485,8 @@ def _convert_timestamp(t: Timestamp, raw: Any) -> str | None:
         raise _TypeMismatch(f"json: cannot unmarshal {_json_kind(raw)} into Go value of type string")
     try:
         return canonical_timestamp(raw, micro=t.micro)
-    except ValueError:
-        raise _TypeMismatch(_time_error(raw, t)) from None
+    except gotime.TimeParseError as exc:
+        raise _TypeMismatch(str(exc)) from None
 
 
 def decode_object(

@@ -437,29 +437,25 @@ class RBACAuthorizer:
                 'ClusterRoleBinding "cluster-admin" of ClusterRole "cluster-admin" to '
                 f"Group {go_quote(group)}"
             )
-            for policy in CLUSTER_ADMIN_RULES:
-                if not visitor(source, policy, None):
-                    return
+            if not all(visitor(source, policy, None) for policy in CLUSTER_ADMIN_RULES):
+                return
         if not namespace:
             return
         for binding in self.bindings.role_bindings(namespace):
             subject = binding.subject_for(user)
-            if subject is None:
-                continue
-            try:
-                rules = self.binding_rules(binding)
-            except BindingProblemError as exc:
-                if not visitor(None, None, f"{binding.describe(subject)}: {exc}"):
-                    return
-                continue
-            except (RoleRefError, RolesNotReady) as exc:
-                if not visitor(None, None, str(exc)):
-                    return
-                continue
-            source = binding.describe(subject)
-            for policy in rules:
-                if not visitor(source, policy, None):
-                    return
+            if subject is not None and not self._visit_binding(binding, subject, visitor):
+                return
+
+    def _visit_binding(self, binding: Binding, subject: Subject, visitor: RuleVisitor) -> bool:
+        """The rules one binding grants `subject`, or its error; False once `visitor` says stop."""
+        try:
+            rules = self.binding_rules(binding)
+        except BindingProblemError as exc:
+            return visitor(None, None, f"{binding.describe(subject)}: {exc}")
+        except (RoleRefError, RolesNotReady) as exc:
+            return visitor(None, None, str(exc))
+        source = binding.describe(subject)
+        return all(visitor(source, policy, None) for policy in rules)
 
     def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[PolicyRule], list[str]]:
         """Every rule that applies, and the resolution errors (upstream's RulesFor)."""

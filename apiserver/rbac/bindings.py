@@ -25,13 +25,14 @@ from apiserver.machinery.options import ListOptions
 from apiserver.machinery.types import JSON
 from apiserver.rbac.authorizer import Binding, BindingProblem, ProblemReporter
 from apiserver.registry.store import WatchEventOut
+from apiserver.resources.event import GROUP as EVENTS_GROUP
 from apiserver.resources.event import NOTE_LENGTH_LIMIT, REPORTING_INSTANCE_LENGTH_LIMIT
 from apiserver.resources.rolebinding import GROUP
 from apiserver.storage.interface import StorageError
 
 log = logging.getLogger(__name__)
 
-EVENTS_API_VERSION = "events.core.io/v1"
+EVENTS_API_VERSION = f"{EVENTS_GROUP}/v1"
 REPORTING_CONTROLLER = "coreio-rbac-authorizer"
 EVENT_ACTION = "Authorize"
 METRIC_NAME = "coreio_rbac_binding_errors_total"

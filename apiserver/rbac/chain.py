@@ -48,6 +48,8 @@ from apiserver.rbac.roles import (
 )
 from apiserver.rbac.webhook import WEBHOOK_PATH, SubjectAccessReviewWebhook, WebhookCallers
 from apiserver.registry.store import ResourceStore
+from apiserver.resources import KINDS, EventKind, RoleBindingKind
+from apiserver.resources.base import Admission, ResourceKind
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +205,11 @@ class Authorization:
         """The escalation check, for the rolebindings store to call before it writes."""
         await self.escalation.admit(user, namespace, obj, old)
 
+    @property
+    def escalation_check(self) -> Admission:
+        """The escalation check, as the kinds' admission asks for it (`ServerChecks`)."""
+        return self.admit_role_binding
+
     async def start(self) -> None:
         if isinstance(self.roles, ClusterRoleSource):
             self.roles.on_change.append(self.index.schedule_recheck)
@@ -247,15 +254,17 @@ def build_authorization(
     *,
     role_bindings: RoleBindingStore,
     write_event: Callable[[JSON], Awaitable[object]] | None = None,
+    kinds: Iterable[ResourceKind] = KINDS,
 ) -> Authorization:
     """Assembles roles, the RoleBinding index, the RBAC authorizer, the chain, the escalation guard
     and the webhook endpoint. `role_bindings` is the rolebindings `ResourceStore`; `write_event`
-    creates an events.core.io Event (the events store's create), for the part-7 Warning Events."""
+    creates an events.core.io Event (the events store's create), for the part-7 Warning Events;
+    `kinds`, the served kinds, add their rules to the default admin, edit and view roles."""
     roles: RoleSource
     if config.cluster is not None:
         roles = ClusterRoleSource(config.cluster)
     else:
-        roles = StaticRoleSource.from_file(config.roles_file)
+        roles = StaticRoleSource.from_file(config.roles_file, kinds=kinds)
     recorder = ProblemRecorder(write_event)
     reporter = ProblemReporter([recorder])
     index = BindingIndex(reporter=reporter)
@@ -301,3 +310,16 @@ def event_writer(
         )
 
     return write
+
+
+def server_authorization(config: AuthorizationConfig, stores: Sequence[ResourceStore]) -> Authorization:
+    """`build_authorization` over a server's stores: RBAC over its RoleBindings, Warning Events
+    written to its Events (when it serves them), the served kinds in the default roles."""
+    by_resource = {store.gr: store for store in stores}
+    events = by_resource.get(EventKind().group_resource)
+    return build_authorization(
+        config,
+        role_bindings=by_resource[RoleBindingKind().group_resource],
+        write_event=event_writer(events) if events is not None else None,
+        kinds=[store.kind for store in stores],
+    )

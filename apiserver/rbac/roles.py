@@ -6,7 +6,8 @@ ClusterRole) names a role of a role source:
 
 - `StaticRoleSource` (standalone): the roles of a roles file plus upstream's default ClusterRoles
   cluster-admin, admin, edit and view, aggregated as upstream's clusterrole-aggregation controller
-  does, with coreio's own groups added the way upstream treats its twins (see `default_cluster_roles`).
+  does, with the served kinds added as each declares (`ResourceKind.role_verbs`; see
+  `default_cluster_roles`).
 - `ClusterRoleSource` (in a cluster): the cluster's own Roles and ClusterRoles, listed once and then
   watched (an informer's list+watch with resourceVersion, relisting on 410), never fetched per request.
 """
@@ -30,6 +31,15 @@ import yaml
 from apiserver.auth.delegated import ClusterConnection
 from apiserver.machinery.errors import go_quote
 from apiserver.machinery.types import JSON
+from apiserver.resources import KINDS
+from apiserver.resources.base import (
+    ADMIN_ROLE,
+    EDIT_ROLE,
+    READ_VERBS,
+    VIEW_ROLE,
+    WRITE_VERBS,
+    ResourceKind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +48,13 @@ RBAC_API_GROUP = "rbac.authorization.k8s.io"
 RBAC_API_VERSION = f"{RBAC_API_GROUP}/v1"
 ROLE_KIND = "Role"
 CLUSTER_ROLE_KIND = "ClusterRole"
-# Our groups, as the default roles name them.
-COREIO_RBAC_GROUP = "rbac.authorization.core.io"
-COREIO_EVENTS_GROUP = "events.core.io"
-
 AGGREGATE_TO_ADMIN = "rbac.authorization.k8s.io/aggregate-to-admin"
 AGGREGATE_TO_EDIT = "rbac.authorization.k8s.io/aggregate-to-edit"
 AGGREGATE_TO_VIEW = "rbac.authorization.k8s.io/aggregate-to-view"
+_AGGREGATE_TO = {ADMIN_ROLE: AGGREGATE_TO_ADMIN, EDIT_ROLE: AGGREGATE_TO_EDIT, VIEW_ROLE: AGGREGATE_TO_VIEW}
 
-READ = ("get", "list", "watch")
-WRITE = ("create", "update", "patch", "delete", "deletecollection")
+READ = READ_VERBS
+WRITE = WRITE_VERBS
 READ_WRITE = READ + WRITE
 
 
@@ -368,36 +375,28 @@ def _table_rules(table: Sequence[tuple[Sequence[str], str, Sequence[str]]]) -> l
     return [rule(verbs, groups=[group], resources=resources) for verbs, group, resources in table]
 
 
-def coreio_aggregated_roles() -> list[Role]:
-    """coreio's additions to admin, edit and view, as ClusterRoles carrying upstream's aggregation
-    labels (in a cluster, the chart installs these same roles and the cluster aggregates them).
-
-    Upstream gives admin all verbs on rbac.authorization.k8s.io rolebindings and edit/view none; our
-    renamed rolebindings follow. Events: upstream's events.k8s.io Event is a second API over the same
-    storage as core events, which view reads and edit writes; coreio's events.core.io Events are the
-    only Event API here, so they get the core events treatment (view: read; edit: write)."""
+def coreio_aggregated_roles(kinds: Iterable[ResourceKind] = KINDS) -> list[Role]:
+    """The served kinds' additions to admin, edit and view (`ResourceKind.role_verbs`), as
+    ClusterRoles coreio:aggregate-to-<role> carrying upstream's aggregation labels (in a cluster,
+    the same roles installed there are aggregated by the cluster)."""
+    kinds = tuple(kinds)
     return [
         _cluster_role(
-            "coreio:aggregate-to-admin",
-            [rule(READ_WRITE, groups=[COREIO_RBAC_GROUP], resources=["rolebindings"])],
-            labels={AGGREGATE_TO_ADMIN: "true"},
-        ),
-        _cluster_role(
-            "coreio:aggregate-to-edit",
-            [rule(WRITE, groups=[COREIO_EVENTS_GROUP], resources=["events"])],
-            labels={AGGREGATE_TO_EDIT: "true"},
-        ),
-        _cluster_role(
-            "coreio:aggregate-to-view",
-            [rule(READ, groups=[COREIO_EVENTS_GROUP], resources=["events"])],
-            labels={AGGREGATE_TO_VIEW: "true"},
-        ),
+            f"coreio:aggregate-to-{role}",
+            [
+                rule(kind.role_verbs[role], groups=[kind.group], resources=[kind.plural])
+                for kind in kinds
+                if kind.role_verbs.get(role)
+            ],
+            labels={_AGGREGATE_TO[role]: "true"},
+        )
+        for role in (ADMIN_ROLE, EDIT_ROLE, VIEW_ROLE)
     ]
 
 
-def default_cluster_roles() -> list[Role]:
+def default_cluster_roles(kinds: Iterable[ResourceKind] = KINDS) -> list[Role]:
     """Upstream's cluster-admin, admin, edit and view (aggregated, as the cluster would hold them),
-    their system:aggregate-to-* parts, and coreio's additions (`coreio_aggregated_roles`)."""
+    their system:aggregate-to-* parts, and the served kinds' additions (`coreio_aggregated_roles`)."""
     roles = [
         _cluster_role(
             "cluster-admin",
@@ -416,7 +415,7 @@ def default_cluster_roles() -> list[Role]:
         ),
         _cluster_role("system:aggregate-to-edit", _table_rules(_EDIT), labels={AGGREGATE_TO_EDIT: "true"}),
         _cluster_role("system:aggregate-to-view", _table_rules(_VIEW), labels={AGGREGATE_TO_VIEW: "true"}),
-        *coreio_aggregated_roles(),
+        *coreio_aggregated_roles(kinds),
     ]
     by_name = aggregate_cluster_roles({role.name: role for role in roles})
     return [by_name[role.name] for role in roles]
@@ -489,11 +488,13 @@ class StaticRoleSource:
     the same name. ClusterRole aggregation is applied across both, so a file's ClusterRole labelled
     `rbac.authorization.k8s.io/aggregate-to-view: "true"` extends view (and so edit and admin)."""
 
-    def __init__(self, roles: Iterable[Role] = (), *, defaults: bool = True) -> None:
+    def __init__(
+        self, roles: Iterable[Role] = (), *, defaults: bool = True, kinds: Iterable[ResourceKind] = KINDS
+    ) -> None:
         cluster: dict[str, Role] = {}
         if defaults:
             # The defaults' own aggregation inputs, so that a file can extend admin/edit/view.
-            for role in default_cluster_roles():
+            for role in default_cluster_roles(kinds):
                 cluster[role.name] = role
         self._roles: dict[tuple[str, str], Role] = {}
         for role in roles:
@@ -504,8 +505,10 @@ class StaticRoleSource:
         self._cluster_roles = aggregate_cluster_roles(cluster)
 
     @classmethod
-    def from_file(cls, path: Path | None, *, defaults: bool = True) -> StaticRoleSource:
-        return cls(load_roles_file(path) if path is not None else (), defaults=defaults)
+    def from_file(
+        cls, path: Path | None, *, defaults: bool = True, kinds: Iterable[ResourceKind] = KINDS
+    ) -> StaticRoleSource:
+        return cls(load_roles_file(path) if path is not None else (), defaults=defaults, kinds=kinds)
 
     @property
     def ready(self) -> bool:

@@ -1,21 +1,29 @@
-"""What a delete does to an object that finalizers may hold, as k8s.io/apiserver's generic Store does
-it for kinds without graceful deletion (both served kinds).
+"""Delete of one object, as k8s.io/apiserver's generic Store does it for kinds without graceful
+deletion (both served kinds), over the storage's one guaranteed-update loop.
 
 A delete first sets the garbage collector's finalizers as its options ask (`orphan` for
 propagationPolicy=Orphan or orphanDependents=true, `foregroundDeletion` for Foreground) on a kind
 that takes part in garbage collection. If any finalizer is left, the object is only marked
 (deletionTimestamp, deletionGracePeriodSeconds 0) and lives on until the last one is removed;
-otherwise it goes at once.
+otherwise it goes at once. DeleteOptions.preconditions are checked against the object each attempt.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
-from apiserver.machinery import objectmeta
+from apiserver.machinery import errors, objectmeta
+from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.metav1 import FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS
 from apiserver.machinery.options import DeleteOptions
 from apiserver.machinery.types import JSON
+from apiserver.registry.storage_errors import status_error
+from apiserver.registry.stored import StoredObjects
+from apiserver.registry.update import MAX_UPDATE_ATTEMPTS
+from apiserver.resources.base import ResourceKind
+from apiserver.storage.interface import KeyValue, StorageError
+from apiserver.storage.update import DELETE, Decision, guaranteed_update
 
 GC_FINALIZERS = (FINALIZER_ORPHAN_DEPENDENTS, FINALIZER_DELETE_DEPENDENTS)
 _FINALIZER_OF_POLICY = {"Orphan": FINALIZER_ORPHAN_DEPENDENTS, "Foreground": FINALIZER_DELETE_DEPENDENTS}
@@ -58,3 +66,80 @@ def mark_for_deletion(obj: JSON, opts: DeleteOptions, *, garbage_collected: bool
         meta["deletionTimestamp"] = objectmeta.format_time(objectmeta.now())
     meta["deletionGracePeriodSeconds"] = 0
     return marked
+
+
+def check_preconditions(kind: ResourceKind, opts: DeleteOptions, meta: JSON, name: str) -> None:
+    """DeleteOptions.preconditions, worded as upstream's rest.BeforeDelete words them."""
+    pre = opts.preconditions
+    qualified = GroupResource(kind.group, kind.kind)
+    if pre.uid is not None and pre.uid != meta.get("uid"):
+        raise errors.conflict_error(
+            qualified,
+            name,
+            f"the UID in the precondition ({pre.uid}) does not match the UID in record "
+            f"({meta.get('uid', '')}). The object might have been deleted and then recreated",
+        )
+    if pre.resource_version is not None and pre.resource_version != meta.get("resourceVersion"):
+        raise errors.conflict_error(
+            qualified,
+            name,
+            f"the ResourceVersion in the precondition ({pre.resource_version}) does not match the "
+            f"ResourceVersion in record ({meta.get('resourceVersion')}). "
+            "The object might have been modified",
+        )
+
+
+@dataclass
+class DeleteResult:
+    obj: JSON
+    # False when finalizers hold the object: it now carries deletionTimestamp and lives on.
+    deleted: bool
+
+
+class ObjectDeletion:
+    """The decisions of one delete of the object `name` in `namespace`, and its answer."""
+
+    def __init__(self, objects: StoredObjects, namespace: str, name: str, opts: DeleteOptions) -> None:
+        self.objects = objects
+        self.kind = objects.kind
+        self.namespace = namespace
+        self.name = name
+        self.opts = opts
+        # The answer when the storage's state is not it (nothing written).
+        self.answer: JSON | None = None
+        self.deleted = False
+
+    async def run(self) -> DeleteResult:
+        key = self.objects.key(self.namespace, self.name)
+        try:
+            kv = await guaranteed_update(
+                self.objects.storage,
+                key,
+                self._decide,
+                ttl=self.objects.ttl_seconds,
+                max_attempts=MAX_UPDATE_ATTEMPTS,
+            )
+        except StorageError as exc:
+            raise status_error(exc, GroupResource(self.kind.group, self.kind.plural), self.name) from exc
+        obj = self.answer
+        if obj is None:
+            assert kv is not None
+            obj = self.objects.from_kv(kv)
+        return DeleteResult(obj, deleted=self.deleted)
+
+    def _decide(self, current: KeyValue | None) -> Decision:
+        assert current is not None  # an absent object is not found before any decision
+        obj = self.objects.from_kv(current)
+        check_preconditions(self.kind, self.opts, obj["metadata"], self.name)
+        marked = mark_for_deletion(obj, self.opts, garbage_collected=self.kind.garbage_collected)
+        self.deleted = marked is None
+        if marked is None:
+            # Nothing holds it: it goes (answered with its last state, at the deletion's revision).
+            self.answer = obj if self.opts.dry_run else None
+            return None if self.opts.dry_run else DELETE
+        if self.opts.dry_run or marked == obj:
+            # Held by finalizers; a delete that changes nothing writes nothing (upstream's no-op update).
+            self.answer = marked
+            return None
+        self.answer = None
+        return self.objects.encode(marked)

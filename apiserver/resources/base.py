@@ -1,4 +1,9 @@
-"""What a served kind provides to the generic registry: its names, its schema, its strategy.
+"""The kind contract: everything kind-specific the generic server reads from a served kind.
+
+Names, schema and strategy for the registry; selectable fields and their conversion; printer
+columns; the patch schema; how long objects live (and the flag that says so); the admission its
+writes go through; the verbs upstream's aggregated admin/edit/view roles grant on it. The server
+reads these generically: adding a kind is one module declaring them, plus its entry in `KINDS`.
 
 Objects travel as plain JSON dicts (`JSON`). A kind's `decode` turns a request body that already
 parsed as JSON/YAML into the canonical stored shape: unknown fields pruned (and reported), Go's
@@ -9,13 +14,14 @@ omitempty applied, scheme defaults set. Everything else is the strategy of k8s.i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from apiserver.machinery.errors import FieldError
+from apiserver.machinery.errors import FieldError, GroupResource
 from apiserver.machinery.printing import TableColumn, rfc3339
 from apiserver.machinery.schema import Decoded
 from apiserver.machinery.selectors import (
@@ -24,7 +30,39 @@ from apiserver.machinery.selectors import (
     field_label_not_supported,
 )
 from apiserver.machinery.types import JSON
-from apiserver.patch.strategic import PatchSchema
+from apiserver.machinery.user import UserInfo
+from apiserver.patch.schema import OBJECT_META_PATCH_SCHEMA, PatchSchema
+
+READ_VERBS = ("get", "list", "watch")
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+# Upstream's aggregated ClusterRoles a kind adds rules to (see `ResourceKind.role_verbs`).
+ADMIN_ROLE = "admin"
+EDIT_ROLE = "edit"
+VIEW_ROLE = "view"
+
+Admission = Callable[[UserInfo | None, str, JSON, JSON | None], Awaitable[None]]
+"""A check a write passes before validation: (user, namespace, new object, old object or None);
+it refuses by raising a StatusError."""
+
+
+class ServerChecks(Protocol):
+    """The checks only the running server can make, which a kind's admission may use."""
+
+    @property
+    def escalation_check(self) -> Admission:
+        """Refuses a write that grants permissions its author does not hold (upstream's
+        rbac escalation check, on RoleBindings)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """Objects that live a fixed time after their last write (a storage TTL), and the command-line
+    flag that sets it, as kube-apiserver's `--event-ttl`."""
+
+    flag: str
+    default_seconds: int
+    help: str
 
 
 class ResourceKind(ABC):
@@ -42,8 +80,9 @@ class ResourceKind(ABC):
     # The pydantic model of the whole object (apiVersion, kind, metadata, ...): the schema that
     # decoding, OpenAPI and `kubectl explain` use.
     model: ClassVar[type[BaseModel]]
-    # How strategic merge patch treats the kind's lists (merge keys, atomic lists).
-    patch_schema: ClassVar[PatchSchema]
+    # How strategic merge patch treats the kind's lists (merge keys, atomic lists); ObjectMeta's
+    # alone for a kind with no list fields of its own that merge.
+    patch_schema: ClassVar[PatchSchema] = OBJECT_META_PATCH_SCHEMA
     # The field label conversion upstream registers for the kind, if any (Event has one,
     # RoleBinding does not): each label a field selector may name -> the key of `selectable_fields`
     # it matches. None: upstream's default (metadata.name and metadata.namespace, unchanged). It
@@ -59,10 +98,24 @@ class ResourceKind(ABC):
     # Whether a delete's propagation options set the garbage collector's finalizers (orphan,
     # foregroundDeletion); False where upstream's strategy declares the Unsupported policy.
     garbage_collected: ClassVar[bool] = True
+    # Objects expire this long after their last write (None: they live until deleted).
+    expiry: ClassVar[Expiry | None] = None
+    # The verbs each of upstream's aggregated ClusterRoles (`ADMIN_ROLE`, `EDIT_ROLE`,
+    # `VIEW_ROLE`) grants on the kind. Each role takes in the one below it (admin holds edit's
+    # rules, edit view's), so a verb is named at the lowest role that grants it.
+    role_verbs: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def group_resource(self) -> GroupResource:
+        return GroupResource(self.group, self.plural)
+
+    def admission(self, checks: ServerChecks) -> Admission | None:
+        """The check the kind's writes go through before validation, if any."""
+        return None
 
     @abstractmethod
     def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:

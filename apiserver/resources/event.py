@@ -34,8 +34,8 @@ from apiserver.machinery.metav1 import (
 from apiserver.machinery.printing import TableColumn, field_description, parse_time, since
 from apiserver.machinery.schema import INT32, MICRO_TIME, TIME, Decoded, Go, decode_object
 from apiserver.machinery.types import JSON
-from apiserver.patch.strategic import EVENT_PATCH_SCHEMA, PatchSchema
-from apiserver.resources.base import ResourceKind
+from apiserver.patch.schema import OBJECT_META_PATCH_SCHEMA, PatchSchema
+from apiserver.resources.base import EDIT_ROLE, READ_VERBS, VIEW_ROLE, WRITE_VERBS, Expiry, ResourceKind
 
 GROUP = "events.core.io"
 EVENT_TYPE_NORMAL = "Normal"
@@ -455,6 +455,12 @@ FIELD_LABEL_CONVERSION: Mapping[str, str] = MappingProxyType(
 )
 
 
+# ----------------------------------------------------------------------------- patch
+
+# events/v1 Event has no list fields of its own.
+PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
+
+
 # ----------------------------------------------------------------------------- strategy
 
 
@@ -467,8 +473,7 @@ class EventKind(ResourceKind):
     singular: ClassVar[str] = "event"
     short_names: ClassVar[tuple[str, ...]] = ("ev",)
     model: ClassVar[type[BaseModel]] = Event
-    # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
-    patch_schema: ClassVar[PatchSchema] = EVENT_PATCH_SCHEMA
+    patch_schema: ClassVar[PatchSchema] = PATCH_SCHEMA
     field_label_conversion: ClassVar[Mapping[str, str] | None] = FIELD_LABEL_CONVERSION
     table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
     # events.k8s.io Events are stored and served as the internal core Event.
@@ -476,6 +481,14 @@ class EventKind(ResourceKind):
     # The core Event strategy's garbage collection policy is Unsupported: a delete never adds the
     # orphan or foregroundDeletion finalizer (and drops one the Event carries).
     garbage_collected: ClassVar[bool] = False
+    # kube-apiserver's --event-ttl (upstream's default is one hour too).
+    expiry: ClassVar[Expiry | None] = Expiry("--event-ttl", 3600, "seconds an Event lives")
+    # Upstream's events.k8s.io Event is a second API over the storage of core events, which view
+    # reads and edit writes; events.core.io Events are the only Event API here, so they get the
+    # core events' treatment.
+    role_verbs: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+        {EDIT_ROLE: WRITE_VERBS, VIEW_ROLE: READ_VERBS}
+    )
 
     def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
         return decode_object(Event, data, kind=self.kind, version=self.version, unstructured=unstructured)

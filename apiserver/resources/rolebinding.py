@@ -4,7 +4,9 @@ pkg/apis/rbac/validation/validation.go, pkg/registry/rbac/rolebinding/strategy.g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,8 +26,15 @@ from apiserver.machinery.metav1 import (
 from apiserver.machinery.printing import TableColumn, field_description, since
 from apiserver.machinery.schema import Decoded, Go, decode_object
 from apiserver.machinery.types import JSON
-from apiserver.patch.strategic import ROLE_BINDING_PATCH_SCHEMA, PatchSchema
-from apiserver.resources.base import ResourceKind
+from apiserver.patch.schema import OBJECT_META_PATCH_SCHEMA, PatchSchema
+from apiserver.resources.base import (
+    ADMIN_ROLE,
+    READ_VERBS,
+    WRITE_VERBS,
+    Admission,
+    ResourceKind,
+    ServerChecks,
+)
 
 GROUP = "rbac.authorization.core.io"
 SERVICE_ACCOUNT_KIND = "ServiceAccount"
@@ -148,9 +157,8 @@ def validate_subject(subject: JSON, path: str, *, namespaced: bool = True) -> li
         if not namespaced and not _s(subject, "namespace"):
             errs.append(required(f"{path}.namespace"))
     elif kind in (USER_KIND, GROUP_KIND):
-        if not name:
-            what = "user" if kind == USER_KIND else "group"
-            errs.append(invalid(f"{path}.name", name, f"{what} name cannot be empty"))
+        # An empty name is reported once, by the check above: v1.33 puts no other rule on the
+        # names of users and groups.
         if api_group != GROUP:
             errs.append(not_supported(f"{path}.apiGroup", api_group, [GROUP]))
     else:
@@ -239,6 +247,12 @@ def table_row(obj: JSON, now: datetime) -> list[Any]:
     ]
 
 
+# ----------------------------------------------------------------------------- patch
+
+# `subjects` carries no strategy (+listType=atomic), so a strategic merge patch replaces it whole.
+PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
+
+
 # ----------------------------------------------------------------------------- strategy
 
 
@@ -250,10 +264,18 @@ class RoleBindingKind(ResourceKind):
     plural: ClassVar[str] = "rolebindings"
     singular: ClassVar[str] = "rolebinding"
     model: ClassVar[type[BaseModel]] = RoleBinding
-    # The list strategies a strategic merge patch follows (the HTTP layer looks this up).
-    patch_schema: ClassVar[PatchSchema] = ROLE_BINDING_PATCH_SCHEMA
+    patch_schema: ClassVar[PatchSchema] = PATCH_SCHEMA
     table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
     go_type: ClassVar[str] = "rbac.RoleBinding"
+    # Upstream gives admin every verb on rbac.authorization.k8s.io rolebindings, edit and view
+    # none; the renamed ones follow.
+    role_verbs: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+        {ADMIN_ROLE: READ_VERBS + WRITE_VERBS}
+    )
+
+    def admission(self, checks: ServerChecks) -> Admission:
+        """Upstream's rolebinding storage: no binding grants what its author does not hold."""
+        return checks.escalation_check
 
     def decode(self, data: JSON, *, unstructured: bool = False) -> Decoded:
         decoded = decode_object(

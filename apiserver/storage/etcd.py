@@ -13,7 +13,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,7 +321,9 @@ class EtcdStorage:
                 raise await self._revision_error(revision, str(error)) from None
         self._compacted_hint = max(self._compacted_hint, revision)
 
-    def watch(self, prefix: str, *, after_revision: int, progress: bool = False) -> AsyncIterator[WatchEvent]:
+    def watch(
+        self, prefix: str, *, after_revision: int, progress: bool = False
+    ) -> AsyncGenerator[WatchEvent, None]:
         return self._watch(prefix, after_revision, progress)
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -438,9 +440,8 @@ class EtcdStorage:
     ) -> AsyncGenerator[WatchEvent, None]:
         # One gRPC stream per watch: closing the stream is what cancels the watch on the server.
         connection = self._connection
-        call = connection.watch.Watch()
+        stream = _WatchStream(connection.watch.Watch())
         self._watches += 1
-        reading: asyncio.Future[Any] | None = None
         try:
             first = self._key(prefix)
             create = rpc.WatchCreateRequest(
@@ -450,55 +451,87 @@ class EtcdStorage:
                 prev_kv=True,
                 progress_notify=progress,
             )
-            await call.write(rpc.WatchRequest(create_request=create))
-            last = after_revision
-            held: int | None = None  # a progress revision waiting out _PROGRESS_GRACE
-            while True:
-                if reading is None:
-                    # Kept across timeouts: cancelling a pending read would cancel the whole stream.
-                    reading = asyncio.ensure_future(call.read())
-                if held is not None:
-                    timeout: float | None = _PROGRESS_GRACE
-                else:
-                    timeout = self.progress_interval if progress else None
-                done, _ = await asyncio.wait({reading}, timeout=timeout)
-                if not done:
-                    if held is not None:
-                        last = max(last, held)
-                        held = None
-                        yield WatchEvent(EventType.PROGRESS, "", last)
-                    else:
-                        await call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
-                    continue
-                response, reading = reading.result(), None
-                if response is grpc.aio.EOF:
-                    raise StorageUnavailableError(f"etcd {connection.target} ended the watch stream")
-                if response.compact_revision:
-                    raise CompactedError(after_revision, response.compact_revision)
-                if response.canceled:
-                    raise StorageError(f"etcd cancelled the watch: {response.cancel_reason}")
-                if response.created:
-                    continue
-                if not response.events:
-                    if progress:
-                        held = max(held or 0, response.header.revision)
-                    continue
-                for raw in response.events:
-                    event = self._event(raw)
-                    if held is not None and event.revision > held:
-                        last = max(last, held)
-                        held = None
-                        yield WatchEvent(EventType.PROGRESS, "", last)
+            await stream.call.write(rpc.WatchRequest(create_request=create))
+            async with contextlib.aclosing(
+                self._follow(stream, connection.target, after_revision, progress)
+            ) as events:
+                async for event in events:
                     yield event
-                    last = event.revision
         except grpc.aio.AioRpcError as error:
             raise _translate(error, connection.target) from error
         finally:
             self._watches -= 1
-            if reading is not None:
-                reading.cancel()
-                reading.add_done_callback(_consume_result)
-            call.cancel()
+            stream.close()
+
+    async def _follow(
+        self, stream: _WatchStream, target: str, after_revision: int, progress: bool
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """The watch's changes; with `progress`, a PROGRESS event once etcd has reported one and no
+        older change can still be on its way."""
+        last = after_revision
+        held: int | None = None  # a progress revision waiting out _PROGRESS_GRACE
+        while True:
+            if held is not None:
+                within: float | None = _PROGRESS_GRACE
+            else:
+                within = self.progress_interval if progress else None
+            response = await stream.read(within)
+            if response is None:  # nothing came in time
+                if held is not None:
+                    last, held = max(last, held), None
+                    yield WatchEvent(EventType.PROGRESS, "", last)
+                else:
+                    await stream.call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
+                continue
+            _check_watch_response(response, target, after_revision)
+            if response.created:
+                continue
+            if not response.events:
+                if progress:
+                    held = max(held or 0, response.header.revision)
+                continue
+            for raw in response.events:
+                event = self._event(raw)
+                if held is not None and event.revision > held:
+                    last, held = max(last, held), None
+                    yield WatchEvent(EventType.PROGRESS, "", last)
+                yield event
+                last = event.revision
+
+
+class _WatchStream:
+    """One watch's gRPC stream, read with a timeout."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        # Kept across timeouts: cancelling a pending read would cancel the whole stream.
+        self._reading: asyncio.Future[Any] | None = None
+
+    async def read(self, within: float | None) -> Any:
+        """The next response (grpc.aio.EOF at the end), or None when none came `within` seconds."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self.call.read())
+        done, _ = await asyncio.wait({self._reading}, timeout=within)
+        if not done:
+            return None
+        response, self._reading = self._reading.result(), None
+        return response
+
+    def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            self._reading.add_done_callback(_consume_result)
+        self.call.cancel()
+
+
+def _check_watch_response(response: Any, target: str, after_revision: int) -> None:
+    """Raises what ends a watch: the stream's end, compaction of its start, cancellation by etcd."""
+    if response is grpc.aio.EOF:
+        raise StorageUnavailableError(f"etcd {target} ended the watch stream")
+    if response.compact_revision:
+        raise CompactedError(after_revision, response.compact_revision)
+    if response.canceled:
+        raise StorageError(f"etcd cancelled the watch: {response.cancel_reason}")
 
 
 def _consume_result(future: asyncio.Future[Any]) -> None:

@@ -47,6 +47,15 @@ class RevisionConflictError(StorageError):
         self.current = current
 
 
+class UpdateContentionError(StorageError):
+    """A read-modify-write lost its compare-and-swap to other writers too many times in a row."""
+
+    def __init__(self, key: str, attempts: int) -> None:
+        super().__init__(f"{key} changed under {attempts} attempts to update it")
+        self.key = key
+        self.attempts = attempts
+
+
 class CompactedError(StorageError):
     """The requested revision is older than the oldest revision kept (answered 410 Gone)."""
 

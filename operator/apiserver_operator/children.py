@@ -119,8 +119,8 @@ def _binding(inst: Installation, kind: str, name: str, role_kind: str, role: str
 
 def rbac(inst: Installation) -> list[JSON]:
     """Delegated authentication and authorization (TokenReview, SubjectAccessReview and the
-    extension-apiserver-authentication ConfigMap), and read access to the cluster's Roles and
-    ClusterRoles for coreio's RBAC authorizer."""
+    extension-apiserver-authentication ConfigMap), read access to the cluster's Roles and
+    ClusterRoles for coreio's RBAC authorizer and to its Namespaces for namespace lifecycle admission."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -130,7 +130,9 @@ def rbac(inst: Installation) -> list[JSON]:
                 "apiGroups": ["rbac.authorization.k8s.io"],
                 "resources": ["roles", "clusterroles"],
                 "verbs": ["get", "list", "watch"],
-            }
+            },
+            # Namespace lifecycle admission: nothing is created in a namespace that does not exist.
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
         ],
     }
     return [

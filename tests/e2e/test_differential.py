@@ -21,8 +21,9 @@ Masked, because they differ between any two servers by nature: metadata.creation
 metadata.deletionTimestamp's value, metadata.managedFields[*].time, the random suffix of a name made
 from generateName, a list's resourceVersion and continue token. uids and resourceVersions are not
 masked but numbered per side in order of appearance (`<uid1>`, `<rv2>`), also inside messages (a
-precondition's message), so a no-op update that keeps the resourceVersion on one side and bumps it on
-the other, or a Status naming another object's uid, still shows.
+precondition's message, an object a 422 quotes, whose times are masked too), so a no-op update that
+keeps the resourceVersion on one side and bumps it on the other, or a Status naming another object's
+uid, still shows.
 
 Mapped as naming only (decided here): for an Event, kube-apiserver validates the internal core Event
 that events.k8s.io Events are stored as, so its 422 names the core kind without a group (`Event "x" is
@@ -311,7 +312,11 @@ def send(wire: Wire, side: Side, kind: Kind, step: Step) -> JSON:
 # --- masking and naming ----------------------------------------------------------------------------
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_RV_IN_MESSAGE = re.compile(r"(ResourceVersion in (?:the precondition|record) \()(\d+)")
+_RV_IN_MESSAGE = re.compile(
+    r'(ResourceVersion in (?:the precondition|record) \(|\\"resourceVersion\\":\\")(\d+)'
+)
+# The volatile times of an object a message quotes (a 422 quoting the patched object).
+_TIME_IN_MESSAGE = re.compile(r'(\\"(?:creationTimestamp|deletionTimestamp|time)\\":\\")[^"\\]*')
 CORE_EVENT_FIELDS = {
     "involvedObject": "regarding",
     "message": "note",
@@ -339,6 +344,7 @@ def view(body: Any, side: Side) -> Any:
 
 def mask_message(message: str, side: Side) -> str:
     message = _UUID.sub(lambda m: side.token("uid", m.group(0)), message)
+    message = _TIME_IN_MESSAGE.sub(lambda m: m.group(1) + MASKED, message)
     return _RV_IN_MESSAGE.sub(lambda m: m.group(1) + side.token("rv", m.group(2)), message)
 
 
@@ -463,11 +469,10 @@ def relabeled(kind: Kind, **meta: Any) -> JSON:
     )
 
 
+# A namespace the wire fixture deletes before the cases run: with no namespace controller in the
+# control plane its `kubernetes` finalizer stays, so it is Terminating for the whole module.
+TERMINATING = "-terminating"
 MISSING_NAMESPACE = differs('404 NotFound namespaces "<ns>" not found', "201, the object created")
-RELEASED_RESOURCE_VERSION = differs(
-    "the update removing the last finalizer answers with the object's last stored resourceVersion",
-    "with a new resourceVersion",
-)
 
 
 def crud_cases() -> list[Case]:
@@ -497,6 +502,11 @@ def crud_cases() -> list[Case]:
             "create-in-missing-namespace",
             Step("POST", "", rb, namespace_suffix="-x"),
             marks=MISSING_NAMESPACE,
+        ),
+        case(
+            EV,
+            "create-in-terminating-namespace",
+            Step("POST", "", ev, namespace_suffix=TERMINATING),
         ),
         case(EV, "get-missing", get("absent")),
         case(RB, "update-creates", put("one", rb)),
@@ -554,11 +564,6 @@ def patch_cases() -> list[Case]:
             "patch-malformed-merge",
             post(rb),
             patch("one", '{"metadata":', MERGE),
-            marks=differs(
-                '400 "error decoding patch: unexpected end of JSON input"',
-                "400 \"couldn't get version/kind; json parse error: Expecting value: line 1 column 13 "
-                '(char 12)"',
-            ),
         ),
     ]
 
@@ -571,7 +576,7 @@ def finalizer_cases() -> list[Case]:
         return post(held(kind)), delete("one"), get("one")
 
     release = patch("one", {"metadata": {"finalizers": None}}, MERGE)
-    # The delete a finalizer holds agrees; only the release's answer differs, in a case of its own.
+    # The delete a finalizer holds, and then the release of that finalizer, in a case of its own.
     held_cases = [case(kind, "delete-with-finalizer", *deleted(kind)) for kind in BOTH]
     released = [
         case(
@@ -580,7 +585,6 @@ def finalizer_cases() -> list[Case]:
             *deleted(kind),
             release,
             get("one"),
-            marks=RELEASED_RESOURCE_VERSION,
         )
         for kind in BOTH
     ]
@@ -630,12 +634,6 @@ def seeded(kind: Kind) -> tuple[Step, ...]:
 
 
 def list_cases() -> list[Case]:
-    bad_continue = differs(
-        "400 \"invalid continue token: continue key is not valid: invalid character '\\u009e' looking for "
-        'beginning of value"',
-        "400 \"invalid continue token: continue key is not valid: 'utf-8' codec can't decode byte 0x9e in "
-        'position 0: invalid start byte"',
-    )
     return [
         *(case(k, "list-label-equals", *seeded(k), list_all("?labelSelector=tier%3Dgold")) for k in BOTH),
         *(
@@ -661,7 +659,7 @@ def list_cases() -> list[Case]:
         ),
         case(RB, "list-bad-label-selector", list_all("?labelSelector=tier%3D%3D%3Dgold")),
         case(RB, "list-unsupported-field", list_all("?fieldSelector=roleRef.name%3Dview")),
-        case(EV, "list-bad-continue", list_all("?limit=1&continue=not-a-token"), marks=bad_continue),
+        case(EV, "list-bad-continue", list_all("?limit=1&continue=not-a-token")),
         case(
             EV,
             "delete-collection-dry-run",
@@ -718,12 +716,6 @@ def field_validation_cases() -> list[Case]:
             "field-validation-merge-patch-strict",
             post(one(RB)),
             patch("one", {"bogus": 1}, MERGE, "?fieldValidation=Strict"),
-            # The answers agree but for the resourceVersion quoted inside the escaped patched
-            # object, which the comparison does not yet number per side.
-            marks=differs(
-                '422 Invalid on field "patch" quoting the patched object with its resourceVersion',
-                "the same, quoting the resourceVersion of coreio's storage (numbers not mapped)",
-            ),
         ),
         *(apply_strict(kind) for kind in BOTH),
     ]
@@ -760,11 +752,6 @@ def rolebinding_validation_cases() -> list[Case]:
     def posting(name: str, changes: dict[str, Any], marks: Marks = ()) -> Case:
         return case(RB, name, post(edit(rb, changes)), marks=marks)
 
-    empty_name = differs(
-        'only subjects[0].name "Required value"',
-        'also subjects[0].name: Invalid value: "": user name cannot be empty (as for Group: "group name '
-        "cannot be empty\"), which v1.33's ValidateRoleBindingSubject does not report",
-    )
     return [
         posting("invalid-name", {"metadata.name": "a/b"}),
         posting("invalid-role-ref-kind", {"roleRef.kind": "Pod"}),
@@ -773,7 +760,7 @@ def rolebinding_validation_cases() -> list[Case]:
         posting("invalid-role-ref-name", {"roleRef.name": "a/b"}),
         posting("invalid-role-ref-missing", {"roleRef": DROP}),
         posting("invalid-subject-kind", {"subjects.0.kind": "Robot"}),
-        posting("invalid-subject-empty-user", {"subjects.0.name": ""}, empty_name),
+        posting("invalid-subject-empty-user", {"subjects.0.name": ""}),
         posting("invalid-subject-api-group", {"subjects.0.apiGroup": "example.com"}),
         posting(
             "invalid-service-account-api-group",
@@ -852,22 +839,11 @@ def event_time_cases() -> list[Case]:
             EV,
             "invalid-event-time-format",
             post(edit(ev, {"eventTime": "yesterday"})),
-            marks=differs(
-                'parsing time "yesterday" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "yesterday" '
-                'as "2006"',
-                'the same up to: cannot parse "yesterday" as an RFC 3339 date-time (Go struct field '
-                "Event.eventTime of type v1.MicroTime)",
-            ),
         ),
         case(
             EV,
             "event-time-without-fraction",
             post(edit(ev, {"eventTime": "2026-11-22T02:16:41Z"})),
-            marks=differs(
-                '400 "... parsing time \\"2026-11-22T02:16:41Z\\" as \\"2006-01-02T15:04:05.000000Z07:00\\": '
-                'cannot parse \\"Z\\" as \\".000000\\""',
-                "201, the Event created",
-            ),
         ),
     ]
 
@@ -931,8 +907,17 @@ def wire(aggregated_coreio: AggregatedCoreio, control_plane: ControlPlane) -> It
         for c in CASES
         for name in namespaces(c)
     ]
+    terminating = [
+        f"{name}{TERMINATING}"
+        for c in CASES
+        if any(step.namespace_suffix == TERMINATING for step in c.steps)
+        for name in namespaces(c)
+    ]
+    items += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in terminating]
     document = {"apiVersion": "v1", "kind": "List", "items": items}
     control_plane.run("create", "-f", "-", input=json.dumps(document))
+    if terminating:
+        control_plane.run("delete", "namespace", "--wait=false", *terminating)
     connection = Wire(control_plane)
     try:
         yield connection
@@ -944,3 +929,24 @@ def wire(aggregated_coreio: AggregatedCoreio, control_plane: ControlPlane) -> It
 def test_same_answers(wire: Wire, case: Case) -> None:
     upstream, ours = run_case(wire, case)
     assert_same(case, upstream, ours)
+
+
+# A watch of one named object is served under /watch/, which a Case's steps (paths relative to the
+# kind's collection) cannot reach: the same requests, sent to both sides here.
+NAMED_WATCH_SELECTORS = (
+    "metadata.name%3Dother",
+    "metadata.namespace%3Ddefault",
+    "metadata.name!%3Done",
+)
+
+
+@pytest.mark.parametrize("selector", NAMED_WATCH_SELECTORS)
+def test_named_watch_with_another_field_selector(wire: Wire, selector: str) -> None:
+    answers = []
+    for side in (Side(True, "default", "default"), Side(False, "default", "default")):
+        group = RB.upstream_group if side.upstream else RB.group
+        path = f"/apis/{group}/v1/watch/namespaces/default/{RB.resource}/one?fieldSelector={selector}"
+        answer = wire.send("GET", path, None, APPLICATION_JSON)
+        answers.append({"code": answer.status, "body": view(json.loads(side.incoming(answer.text)), side)})
+    assert answers[0] == answers[1]
+    assert answers[0]["code"] == 400

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support.api import EV_PATH, RB_PATH, Api, ev_path, event, rb_path, rolebinding
 from tests.support.server import ServerProcess
 
 
-def _status(response: object, code: int, reason: str) -> dict[str, object]:
+def _status(response: object, code: int, reason: str) -> dict[str, Any]:
     from tests.support.api import Response
 
     assert isinstance(response, Response)

@@ -516,7 +516,7 @@ def test_hostile_query_parameters(admin: Api, query: str) -> None:
 
 # ----------------------------------------------------------------------------------- types
 
-WRONG = [None, 0, -1, 1.5, 2**70, "", "x", True, [], [1], [None], {}, {"a": 1}, [[[]]]]
+WRONG: list[Any] = [None, 0, -1, 1.5, 2**70, "", "x", True, [], [1], [None], {}, {"a": 1}, [[[]]]]
 RB_FIELDS = [
     "apiVersion",
     "kind",
@@ -576,7 +576,7 @@ EV_FIELDS = [
 
 def _with(obj: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     """`obj` with the field at `dotted` (numbers index lists) set to `value`, creating the way."""
-    result = json.loads(json.dumps(obj))
+    result: dict[str, Any] = json.loads(json.dumps(obj))
     parts = dotted.split(".")
     node: Any = result
     for part, following in zip(parts, [*parts[1:], None], strict=True):

@@ -148,7 +148,7 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) ->
         time.sleep(0.1)
 
 
-def annotations(api: Api, path: str) -> dict[str, str]:
+def annotations_of(api: Api, path: str) -> dict[str, str]:
     response = api.get(path)
     if response.status != 200:
         return {}
@@ -156,7 +156,7 @@ def annotations(api: Api, path: str) -> dict[str, str]:
 
 
 def test_existing_event_is_handled_at_startup(operator: Operator, api: Api) -> None:
-    eventually(lambda: annotations(api, ev_path(NAMESPACE, "early")).get("seen-by") == "kopf", "early")
+    eventually(lambda: annotations_of(api, ev_path(NAMESPACE, "early")).get("seen-by") == "kopf", "early")
     assert ("create", "Event", "early") in operator.seen.changes
 
 
@@ -164,7 +164,7 @@ def test_create_is_seen_and_persisted(operator: Operator, api: Api) -> None:
     created = api.post(ev_path(NAMESPACE), event("web-0.created", NAMESPACE))
     assert created.status == 201
     eventually(
-        lambda: annotations(api, ev_path(NAMESPACE, "web-0.created")).get("seen-by") == "kopf",
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.created")).get("seen-by") == "kopf",
         "the seen-by annotation",
     )
     obj = api.get(ev_path(NAMESPACE, "web-0.created")).json
@@ -181,12 +181,12 @@ def test_create_is_seen_and_persisted(operator: Operator, api: Api) -> None:
 def test_update_is_seen(operator: Operator, api: Api) -> None:
     assert api.post(ev_path(NAMESPACE), event("web-0.updated", NAMESPACE)).status == 201
     eventually(
-        lambda: annotations(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-by") == "kopf", "creation"
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-by") == "kopf", "creation"
     )
     patched = api.patch(ev_path(NAMESPACE, "web-0.updated"), {"metadata": {"labels": {"stage": "two"}}})
     assert patched.status == 200
     eventually(
-        lambda: annotations(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-stage") == "two",
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-stage") == "two",
         "the update handler's annotation",
     )
     assert ("update", "Event", "web-0.updated") in operator.seen.changes
@@ -215,7 +215,7 @@ def test_delete_waits_for_the_handler(operator: Operator, api: Api) -> None:
 def test_rolebindings_get_no_finalizer_without_a_deletion_handler(operator: Operator, api: Api) -> None:
     assert api.post(rb_path(NAMESPACE), rolebinding("kopf-rb")).status == 201
     eventually(
-        lambda: annotations(api, rb_path(NAMESPACE, "kopf-rb")).get("seen-by") == "kopf", "the binding"
+        lambda: annotations_of(api, rb_path(NAMESPACE, "kopf-rb")).get("seen-by") == "kopf", "the binding"
     )
     meta = api.get(rb_path(NAMESPACE, "kopf-rb")).json["metadata"]
     assert "finalizers" not in meta
@@ -227,7 +227,7 @@ def test_other_namespaces_are_left_alone(operator: Operator, api: Api) -> None:
     assert api.post(ev_path(NAMESPACE), event("web-0.marker", NAMESPACE)).status == 201
     # Once a later Event of the watched namespace is handled, the earlier one elsewhere would have been.
     eventually(
-        lambda: annotations(api, ev_path(NAMESPACE, "web-0.marker")).get("seen-by") == "kopf", "marker"
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.marker")).get("seen-by") == "kopf", "marker"
     )
-    assert annotations(api, ev_path("not-kopf", "ignored")) == {}
+    assert annotations_of(api, ev_path("not-kopf", "ignored")) == {}
     assert not [c for c in operator.seen.changes if c[2] == "ignored"]

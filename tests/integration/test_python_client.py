@@ -93,7 +93,9 @@ def test_invalid_object_is_422_with_cause(client: dynamic.DynamicClient) -> None
     bad["roleRef"]["kind"] = "Pod"
     with pytest.raises(UnprocessibleEntityError) as caught:
         rb.create(body=bad, namespace="apps")
-    assert '"field":"roleRef.kind"' in caught.value.body.replace(" ", "")
+    body = caught.value.body
+    assert body is not None
+    assert '"field":"roleRef.kind"' in body.replace(" ", "")
 
 
 def test_paginated_list(client: dynamic.DynamicClient) -> None:

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config, dynamic, watch
 from kubernetes.client import ApiClient
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
@@ -71,6 +71,12 @@ def ev(dyn: dynamic.DynamicClient) -> Any:
 @pytest.fixture(scope="module")
 def custom(api_client: ApiClient) -> k8s.CustomObjectsApi:
     return k8s.CustomObjectsApi(api_client)
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """What CustomObjectsApi answers (typed `object`): the decoded JSON object."""
+    assert isinstance(value, dict)
+    return value
 
 
 def rolebinding(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -274,41 +280,51 @@ def test_dynamic_watch_bookmarks_and_resume(rb: Any) -> None:
 
 def test_custom_objects_crud(custom: k8s.CustomObjectsApi) -> None:
     ns = "custom-crud"
-    created = custom.create_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", rolebinding("c"))
+    created = json_object(
+        custom.create_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", rolebinding("c"))
+    )
     assert created["kind"] == "RoleBinding" and created["metadata"]["namespace"] == ns
     assert created["subjects"] == [{"kind": "User", "name": "alice", "apiGroup": RB_GROUP}]
 
-    got = custom.get_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c")
+    got = json_object(custom.get_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c"))
     assert got["metadata"]["uid"] == created["metadata"]["uid"]
 
-    merged = custom.patch_namespaced_custom_object(
-        RB_GROUP, VERSION, ns, "rolebindings", "c", {"metadata": {"labels": {"tier": "gold"}}}
+    merged = json_object(
+        custom.patch_namespaced_custom_object(
+            RB_GROUP, VERSION, ns, "rolebindings", "c", {"metadata": {"labels": {"tier": "gold"}}}
+        )
     )
     assert merged["metadata"]["labels"] == {"tier": "gold"}
-    json_patched = custom.patch_namespaced_custom_object(
-        RB_GROUP,
-        VERSION,
-        ns,
-        "rolebindings",
-        "c",
-        [{"op": "add", "path": "/metadata/annotations", "value": {"by": "json-patch"}}],
-        _content_type=JSON_PATCH,
+    json_patched = json_object(
+        custom.patch_namespaced_custom_object(
+            RB_GROUP,
+            VERSION,
+            ns,
+            "rolebindings",
+            "c",
+            [{"op": "add", "path": "/metadata/annotations", "value": {"by": "json-patch"}}],
+            _content_type=JSON_PATCH,
+        )
     )
     assert json_patched["metadata"]["annotations"] == {"by": "json-patch"}
-    strategic = custom.patch_namespaced_custom_object(
-        RB_GROUP,
-        VERSION,
-        ns,
-        "rolebindings",
-        "c",
-        {"metadata": {"labels": {"extra": "1"}}},
-        _content_type=STRATEGIC,
+    strategic = json_object(
+        custom.patch_namespaced_custom_object(
+            RB_GROUP,
+            VERSION,
+            ns,
+            "rolebindings",
+            "c",
+            {"metadata": {"labels": {"extra": "1"}}},
+            _content_type=STRATEGIC,
+        )
     )
     assert strategic["metadata"]["labels"] == {"tier": "gold", "extra": "1"}
 
     body = dict(strategic)
     body["subjects"] = [{"kind": "ServiceAccount", "name": "bot", "namespace": "ci"}]
-    replaced = custom.replace_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c", body)
+    replaced = json_object(
+        custom.replace_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c", body)
+    )
     assert replaced["subjects"] == [{"kind": "ServiceAccount", "name": "bot", "namespace": "ci"}]
     # As kube-apiserver: a RoleBinding carries no generation, however often it changes.
     assert "generation" not in replaced["metadata"]
@@ -319,7 +335,7 @@ def test_custom_objects_crud(custom: k8s.CustomObjectsApi) -> None:
     assert conflict.value.status == 409
     assert "the object has been modified" in str(conflict.value.body)
 
-    status = custom.delete_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c")
+    status = json_object(custom.delete_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c"))
     assert status["status"] == "Success" and status["details"]["uid"] == created["metadata"]["uid"]
     with pytest.raises(ApiException) as missing:
         custom.get_namespaced_custom_object(RB_GROUP, VERSION, ns, "rolebindings", "c")
@@ -335,8 +351,10 @@ def test_custom_objects_lists(custom: k8s.CustomObjectsApi) -> None:
     token = None
     pages = 0
     while True:
-        page = custom.list_namespaced_custom_object(
-            EV_GROUP, VERSION, "custom-list-a", "events", limit=2, _continue=token
+        page = json_object(
+            custom.list_namespaced_custom_object(
+                EV_GROUP, VERSION, "custom-list-a", "events", limit=2, _continue=token
+            )
         )
         assert page["kind"] == "EventList"
         names += [item["metadata"]["name"] for item in page["items"]]
@@ -346,13 +364,15 @@ def test_custom_objects_lists(custom: k8s.CustomObjectsApi) -> None:
             break
     assert (names, pages) == (["ev0", "ev1", "ev2"], 2)
 
-    everywhere = custom.list_cluster_custom_object(EV_GROUP, VERSION, "events")
+    everywhere = json_object(custom.list_cluster_custom_object(EV_GROUP, VERSION, "events"))
     keys = [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]]
     assert [k for k in keys if k[0].startswith("custom-list-")] == [
         (ns, f"ev{i}") for ns in ("custom-list-a", "custom-list-b") for i in range(3)
     ]
-    selected = custom.list_cluster_custom_object(
-        EV_GROUP, VERSION, "events", field_selector="metadata.namespace=custom-list-b,metadata.name=ev1"
+    selected = json_object(
+        custom.list_cluster_custom_object(
+            EV_GROUP, VERSION, "events", field_selector="metadata.namespace=custom-list-b,metadata.name=ev1"
+        )
     )
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in selected["items"]] == [
         ("custom-list-b", "ev1")
@@ -364,7 +384,7 @@ def test_custom_objects_watch_resumes_across_server_timeouts(custom: k8s.CustomO
     every 2-4 s), from the last resourceVersion it saw (an event's or a bookmark's): nothing is
     lost or repeated across the reconnections."""
     ns = "custom-watch"
-    start = custom.list_namespaced_custom_object(EV_GROUP, VERSION, ns, "events")["metadata"][
+    start = json_object(custom.list_namespaced_custom_object(EV_GROUP, VERSION, ns, "events"))["metadata"][
         "resourceVersion"
     ]
     seen: list[tuple[str, str]] = []

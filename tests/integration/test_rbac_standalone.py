@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,7 +147,7 @@ def test_part7_errors_are_reported_and_grant_nothing(
 
 def test_webhook_answers_subject_access_reviews(api: Api) -> None:
     bind(api, "team-f", "erin-view", "view", [{"kind": "User", "name": "erin"}])
-    review = {
+    review: dict[str, Any] = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": {

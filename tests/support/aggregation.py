@@ -124,7 +124,9 @@ class AggregatedCoreio:
                         "apiGroups": ["rbac.authorization.k8s.io"],
                         "resources": ["roles", "clusterroles"],
                         "verbs": ["get", "list", "watch"],
-                    }
+                    },
+                    # Namespace lifecycle admission reads the cluster's namespaces.
+                    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
                 ],
             },
             {

@@ -64,7 +64,7 @@ def request_head(method: str, path: str, headers: dict[str, str] | None = None) 
 
 def read_response(sock: ssl.SSLSocket, timeout: float = 30) -> RawResponse:
     sock.settimeout(timeout)
-    response = http.client.HTTPResponse(sock)  # type: ignore[arg-type]
+    response = http.client.HTTPResponse(sock)
     response.begin()
     return RawResponse(response.status, response.headers, response.read())
 

@@ -35,6 +35,8 @@ class ServerProcess:
     port: int
     extra_args: list[str]
     process: subprocess.Popen[bytes] | None = None
+    # The program run with `python -m`: coreio-apiserver, or one serving more kinds.
+    module: str = "apiserver"
 
     @property
     def url(self) -> str:
@@ -68,7 +70,7 @@ class ServerProcess:
         args = [
             sys.executable,
             "-m",
-            "apiserver",
+            self.module,
             "--data-dir",
             str(self.data_dir),
             "--secure-port",

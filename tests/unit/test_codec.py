@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apiserver.http.codec import parse_json, parse_yaml
-from apiserver.machinery import jsonvalue
+from apiserver.http.codec import MalformedJSONError, decode_json, parse_json, parse_yaml
+from apiserver.machinery import jsonsyntax, jsonvalue
 from apiserver.machinery.errors import StatusError
 
 
@@ -48,3 +48,56 @@ def test_an_alias_bomb_is_refused() -> None:
     with pytest.raises(StatusError) as caught:
         parse_yaml("\n".join(levels).encode())
     assert caught.value.message.endswith("document contains excessive aliasing")
+
+
+# Each answer as Go's encoding/json gives it (checked against go1.26's json.Unmarshal).
+MALFORMED_JSON = [
+    (b"", "unexpected end of JSON input"),
+    (b"  ", "unexpected end of JSON input"),
+    (b'{"metadata":', "unexpected end of JSON input"),
+    (b"not-json", "invalid character 'o' in literal null (expecting 'u')"),
+    (b"\x9e\xe9", "invalid character '\\u009e' looking for beginning of value"),
+    (b'{"a" 1}', "invalid character '1' after object key"),
+    (b"[1 2]", "invalid character '2' after array element"),
+    (b'{"a":1 "b":2}', "invalid character '\"' after object key:value pair"),
+    (b"{,}", "invalid character ',' looking for beginning of object key string"),
+    (b"[1,]", "invalid character ']' looking for beginning of value"),
+    (b"tru", "invalid character ' ' in literal true (expecting 'e')"),
+    (b"nulx", "invalid character 'x' in literal null (expecting 'l')"),
+    (b"-", "invalid character ' ' in numeric literal"),
+    (b"-x", "invalid character 'x' in numeric literal"),
+    (b"1.", "invalid character ' ' after decimal point in numeric literal"),
+    (b"1.e", "invalid character 'e' after decimal point in numeric literal"),
+    (b"1e+", "invalid character ' ' in exponent of numeric literal"),
+    (b'"\\', "invalid character ' ' in string escape code"),
+    (b'"\\q"', "invalid character 'q' in string escape code"),
+    (b'"\\u12g4"', "invalid character 'g' in \\u hexadecimal character escape"),
+    (b'"a\tb"', "invalid character '\\t' in string literal"),
+    (b"01", "invalid character '1' after top-level value"),
+    (b'{"a":1}x', "invalid character 'x' after top-level value"),
+    (b'{"a":NaN}', "invalid character 'N' looking for beginning of value"),
+    (b"[-Infinity]", "invalid character 'I' in numeric literal"),
+    (b"'x'", "invalid character '\\'' looking for beginning of value"),
+    (b"\xef\xbb\xbf{}", "invalid character '\u00ef' looking for beginning of value"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), MALFORMED_JSON)
+def test_malformed_json_is_refused_with_gos_syntax_error(body: bytes, message: str) -> None:
+    assert jsonsyntax.syntax_error(body) == message
+    with pytest.raises(MalformedJSONError) as malformed:
+        decode_json(body)
+    assert str(malformed.value) == message
+    with pytest.raises(StatusError) as caught:
+        parse_json(body)
+    assert (caught.value.code, caught.value.message) == (
+        400,
+        f"couldn't get version/kind; json parse error: {message}",
+    )
+
+
+def test_well_formed_json_has_no_syntax_error() -> None:
+    body = b' {"a": [1, -0.5e+3, "\\u00e9\\n", true, false, null, {}, []]} '
+    assert jsonsyntax.syntax_error(body) is None
+    assert jsonsyntax.syntax_error(b"[" * 5000 + b"]" * 5000) is None
+    assert jsonsyntax.syntax_error(b"[" * 5000 + b"]" * 4999) == "unexpected end of JSON input"

@@ -242,7 +242,7 @@ class TestValidate:
 
     def test_everything_missing(self) -> None:
         obj = KIND.decode(
-            {"metadata": {"name": "e", "namespace": "team-a"}, "eventTime": "2026-11-22T02:16:41Z"}
+            {"metadata": {"name": "e", "namespace": "team-a"}, "eventTime": "2026-11-22T02:16:41.000000Z"}
         ).obj
         assert [(e.field, e.type) for e in KIND.validate(obj)] == [
             ("regarding.namespace", FieldErrorType.INVALID),
@@ -292,7 +292,7 @@ class TestValidateUpdate:
             ("action", "Other", '"Other"'),
             ("reportingController", "example.com/other", '"example.com/other"'),
             ("reportingInstance", "other", '"other"'),
-            ("eventTime", "2026-11-22T02:16:41.5Z", "2026-11-22 02:16:41.5 +0000 UTC"),
+            ("eventTime", "2026-11-22T02:16:41.500000Z", "2026-11-22 02:16:41.5 +0000 UTC"),
             ("deprecatedCount", 4, "4"),
             ("deprecatedFirstTimestamp", "2026-11-22T02:16:41Z", "2026-11-22 02:16:41 +0000 UTC"),
             ("deprecatedLastTimestamp", "2026-11-22T02:16:41Z", "2026-11-22 02:16:41 +0000 UTC"),

@@ -1,5 +1,6 @@
 """The OpenAPI v2 and v3 documents: generated from the models, shaped as kube-apiserver publishes them,
-valid, and served with upstream's caching (ETag, 304, immutable `?hash=` links, 406 for protobuf)."""
+valid, and served with upstream's caching and negotiation (ETag, 304, immutable `?hash=` links, v2
+in JSON or gnostic's protobuf, 406 for what neither is)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from pydantic import BaseModel, Field
 
 from apiserver.http.middleware import status_errors
+from apiserver.http.openapi import OpenAPIService
 from apiserver.machinery.errors import FieldError
 from apiserver.machinery.metav1 import ObjectMeta, ObjectReference
 from apiserver.machinery.schema import (
@@ -31,17 +33,17 @@ from apiserver.machinery.schema import (
     fields_of,
 )
 from apiserver.machinery.types import JSON
-from apiserver.openapi.builder import (
-    META_PREFIX,
-    OpenAPIService,
-    build_documents,
-    kind_prefix,
-    operation_id,
-    to_v3_schema,
-)
+from apiserver.openapi import build_documents
+from apiserver.openapi.builder import kind_prefix
+from apiserver.openapi.documents import to_v3_schema
+from apiserver.openapi.models import META_PREFIX
+from apiserver.openapi.openapiv2 import message_class
+from apiserver.openapi.paths import operation_id
 from apiserver.resources import KINDS, EventKind, ResourceKind, RoleBindingKind
 
 RB = RoleBindingKind()
+PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+PROTOBUF_ASKED = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 EV = EventKind()
 DOCS = build_documents(KINDS)
 RB_GV = "apis/rbac.authorization.core.io/v1"
@@ -619,9 +621,7 @@ def test_documents_are_json_and_deterministic() -> None:
 async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
     service = OpenAPIService(KINDS)
     app = web.Application(middlewares=[status_errors])
-    app.router.add_get("/openapi/v2", service.serve_v2)
-    app.router.add_get("/openapi/v3", service.serve_v3_index)
-    app.router.add_get("/openapi/v3/{path:.*}", service.serve_v3)
+    service.add_routes(app.router)
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
@@ -677,22 +677,68 @@ async def test_v3_stale_hash_redirects_and_unknown_is_404(
     assert (await missing.json())["reason"] == "NotFound"
 
 
-async def test_v2_json_etag_and_protobuf_only_is_406(
+async def test_v2_json_and_protobuf_share_the_etag(
     client: TestClient[web.Request, web.Application],
 ) -> None:
     response = await client.get("/openapi/v2")
     assert response.status == 200
+    assert response.headers["Content-Type"] == "application/json"
     document = await response.json()
     assert document["swagger"] == "2.0"
     etag = response.headers["ETag"]
     assert (await client.get("/openapi/v2", headers={"If-None-Match": etag})).status == 304
-    protobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-    refused = await client.get("/openapi/v2", headers={"Accept": protobuf})
+
+    # client-go's discovery asks with the older spelling; the answer names the newer one.
+    for asked in (PROTOBUF_ASKED, PROTOBUF):
+        encoded = await client.get("/openapi/v2", headers={"Accept": asked})
+        assert encoded.status == 200
+        assert encoded.headers["Content-Type"] == PROTOBUF
+        assert encoded.headers["ETag"] == etag  # kube-openapi's: the Vary header tells them apart
+        assert encoded.headers.getall("Vary") == ["Accept-Encoding", "Accept"]
+        assert encoded.headers["Cache-Control"] == "no-cache, private"
+        assert encoded.headers["Last-Modified"] == response.headers["Last-Modified"]
+        parsed = message_class("Document")()
+        parsed.ParseFromString(await encoded.read())
+        assert parsed.swagger == "2.0"  # type: ignore[attr-defined]
+        names = [pair.name for pair in parsed.definitions.additional_properties]  # type: ignore[attr-defined]
+        assert names == sorted(document["definitions"])
+    cached = await client.get("/openapi/v2", headers={"Accept": PROTOBUF_ASKED, "If-None-Match": etag})
+    assert cached.status == 304
+    zipped = await client.get("/openapi/v2", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
+    assert zipped.headers.get("Content-Encoding") == "gzip"
+
+
+@pytest.mark.parametrize(
+    ("accept", "served"),
+    [
+        ("", "application/json"),
+        ("*/*", "application/json"),
+        ("application/*", "application/json"),
+        (f"{PROTOBUF_ASKED}, application/json", PROTOBUF),
+        (f"application/json, {PROTOBUF_ASKED}", "application/json"),
+        (f"application/json;q=0.5, {PROTOBUF_ASKED}", PROTOBUF),
+        # kube-openapi tries specific types before wildcards of the same quality.
+        (f"*/*, {PROTOBUF_ASKED}", PROTOBUF),
+        (f"text/html, {PROTOBUF}", PROTOBUF),
+    ],
+)
+async def test_v2_negotiation(
+    client: TestClient[web.Request, web.Application], accept: str, served: str
+) -> None:
+    response = await client.get("/openapi/v2", headers={"Accept": accept} if accept else {})
+    assert response.status == 200
+    assert response.headers["Content-Type"] == served
+
+
+async def test_v2_and_v3_refuse_what_they_do_not_encode(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    refused = await client.get("/openapi/v2", headers={"Accept": "text/html"})
     assert refused.status == 406
     status = await refused.json()
     assert (status["kind"], status["reason"], status["code"]) == ("Status", "NotAcceptable", 406)
-    fallback = await client.get("/openapi/v2", headers={"Accept": f"{protobuf}, application/json"})
+    assert status["message"] == f"only the following media types are accepted: {PROTOBUF}, application/json"
+    v3 = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"
+    assert (await client.get("/openapi/v3/apis", headers={"Accept": v3})).status == 406
+    fallback = await client.get("/openapi/v3/apis", headers={"Accept": f"{v3}, application/json"})
     assert fallback.status == 200
-    assert fallback.headers["ETag"] == etag
-    zipped = await client.get("/openapi/v2", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
-    assert zipped.headers.get("Content-Encoding") == "gzip"

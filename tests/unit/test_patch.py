@@ -14,22 +14,23 @@ import pytest
 from apiserver.machinery import jsonvalue
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.gofmt import go_float
-from apiserver.patch.strategic import (
-    EVENT_PATCH_SCHEMA,
+from apiserver.patch import (
     MAX_JSON_PATCH_OPERATIONS,
     OBJECT_META_PATCH_SCHEMA,
-    ROLE_BINDING_PATCH_SCHEMA,
     JSONPatcher,
     MergePatcher,
+    Patcher,
     PatchSchema,
     PatchStrategy,
     StrategicMergePatcher,
-    _go_stable_sort,
     apply_json_patch,
     apply_merge_patch,
     apply_strategic_merge_patch,
     check_type_meta,
 )
+from apiserver.patch.stable_sort import go_stable_sort
+from apiserver.resources.event import PATCH_SCHEMA as EVENT_PATCH_SCHEMA
+from apiserver.resources.rolebinding import PATCH_SCHEMA as ROLE_BINDING_PATCH_SCHEMA
 
 DECODING = "error decoding patch: json: cannot unmarshal "
 GENERIC_422 = "the server rejected our request due to an error in our request"
@@ -1055,7 +1056,7 @@ def test_go_stable_sort_is_a_stable_sort_for_a_strict_order() -> None:
     for n in range(0, 130):
         keys = [rng.randint(0, 9) for _ in range(n)]
         less: Callable[[int, int], bool] = functools.partial(_less_by, keys)
-        order = _go_stable_sort(keys, less)
+        order = go_stable_sort(keys, less)
         assert order == sorted(range(n), key=keys.__getitem__)
 
 
@@ -1069,7 +1070,7 @@ def test_go_stable_sort_with_upstreams_comparator_for_absent_items() -> None:
             return positions[i] < positions[j]
         return True
 
-    assert _go_stable_sort(positions, less) == [3, 2, 4, 1, 0]
+    assert go_stable_sort(positions, less) == [3, 2, 4, 1, 0]
 
 
 @pytest.mark.parametrize(
@@ -1191,3 +1192,22 @@ def test_the_patched_type_must_stay_the_object_type(patched: dict[str, Any], det
 
 def test_an_empty_kind_is_the_object_type() -> None:
     check_type_meta({"apiVersion": "g/v1", "kind": ""}, "g/v1", "K")
+
+
+@pytest.mark.parametrize(
+    ("patch_type", "field_validation", "message"),
+    [
+        (MergePatcher, "Strict", "error decoding patch: unexpected end of JSON input"),
+        (MergePatcher, "Warn", "error decoding patch: unexpected end of JSON input"),
+        (MergePatcher, "Ignore", "Invalid JSON Patch"),
+        (JSONPatcher, "Warn", "error decoding patch: unexpected end of JSON input"),
+        (JSONPatcher, "Ignore", "unexpected end of JSON input"),
+        (StrategicMergePatcher, "Strict", "unexpected end of JSON input"),
+        (StrategicMergePatcher, "Ignore", "unexpected end of JSON input"),
+    ],
+)
+def test_a_patch_that_is_no_json_is_400_worded_per_type(
+    patch_type: type[Patcher], field_validation: str, message: str
+) -> None:
+    error = patch_type.malformed("unexpected end of JSON input", field_validation)
+    assert (error.code, error.reason, error.message) == (400, "BadRequest", message)

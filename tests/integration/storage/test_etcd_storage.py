@@ -71,7 +71,7 @@ async def test_unreachable_etcd_is_unavailable() -> None:
         with pytest.raises(StorageUnavailableError):
             await store.list("/")
         with pytest.raises(StorageUnavailableError):
-            async with contextlib.aclosing(store.watch("/", after_revision=0)) as events:  # type: ignore[type-var]
+            async with contextlib.aclosing(store.watch("/", after_revision=0)) as events:
                 await anext(events)
 
 

@@ -6,8 +6,13 @@ import asyncio
 
 import pytest
 
-from apiserver.storage.interface import KeyNotFoundError, KeyValue, Storage
-from apiserver.storage.update import guaranteed_update
+from apiserver.storage.interface import (
+    KeyNotFoundError,
+    KeyValue,
+    Storage,
+    UpdateContentionError,
+)
+from apiserver.storage.update import DELETE, Decision, guaranteed_update
 
 
 def increment(current: KeyValue | None) -> bytes:
@@ -38,6 +43,7 @@ async def test_missing_key_is_an_error_unless_created(store: Storage) -> None:
     with pytest.raises(KeyNotFoundError):
         await guaranteed_update(store, "/g/new", increment)
     created = await guaranteed_update(store, "/g/new", increment, create_if_missing=True)
+    assert created is not None
     assert created.value == b"1" and created.create_revision == created.mod_revision
 
 
@@ -45,7 +51,7 @@ async def test_stale_seed_costs_a_retry_not_a_lost_update(store: Storage) -> Non
     first = await store.create("/g/counter", b"0")
     await store.update("/g/counter", b"10", expected_revision=first.mod_revision)
     result = await guaranteed_update(store, "/g/counter", increment, current=first)
-    assert result.value == b"11"
+    assert result is not None and result.value == b"11"
 
 
 async def test_unchanged_value_is_not_written(store: Storage) -> None:
@@ -64,3 +70,54 @@ async def test_update_function_errors_abort(store: Storage) -> None:
     with pytest.raises(ValueError):
         await guaranteed_update(store, "/g/abort", refuse)
     assert await store.get("/g/abort") == created
+
+
+async def test_none_leaves_the_key_as_it_is(store: Storage) -> None:
+    created = await store.create("/g/kept", b"x")
+    assert await guaranteed_update(store, "/g/kept", lambda current: None) == created
+    assert await guaranteed_update(store, "/g/absent", lambda current: None, create_if_missing=True) is None
+    assert await store.get("/g/absent") is None
+    assert await store.current_revision() == created.mod_revision
+
+
+async def test_delete_removes_the_key_at_the_revision_decided_on(store: Storage) -> None:
+    first = await store.create("/g/gone", b"0")
+    seen: list[bytes] = []
+
+    async def delete_unless_zero(current: KeyValue | None) -> Decision:
+        assert current is not None
+        seen.append(current.value)
+        if len(seen) == 1:  # someone else writes between this read and the delete
+            await store.update("/g/gone", b"1", expected_revision=first.mod_revision)
+        return DELETE
+
+    gone = await guaranteed_update(store, "/g/gone", delete_unless_zero)
+    assert seen == [b"0", b"1"], "the delete lost its compare-and-swap and decided again"
+    assert gone is not None and gone.value == b"1"
+    assert gone.mod_revision == await store.current_revision()
+    assert await store.get("/g/gone") is None
+
+
+async def test_delete_of_a_key_deleted_meanwhile_is_not_found(store: Storage) -> None:
+    await store.create("/g/raced", b"0")
+
+    async def raced(current: KeyValue | None) -> Decision:
+        await store.delete("/g/raced")
+        return DELETE
+
+    with pytest.raises(KeyNotFoundError):
+        await guaranteed_update(store, "/g/raced", raced)
+
+
+async def test_attempts_can_be_bounded(store: Storage) -> None:
+    await store.create("/g/hot", b"0")
+
+    async def always_beaten(current: KeyValue | None) -> Decision:
+        assert current is not None
+        await store.update("/g/hot", increment(current), expected_revision=current.mod_revision)
+        return b"mine"
+
+    with pytest.raises(UpdateContentionError):
+        await guaranteed_update(store, "/g/hot", always_beaten, max_attempts=3)
+    final = await store.get("/g/hot")
+    assert final is not None and final.value == b"3"

@@ -1,0 +1,1 @@
+"""Admission plugins that apply to every kind, as k8s.io/apiserver's generic admission chain has them."""

@@ -1,0 +1,1 @@
+"""The cluster coreio runs in, as a client sees it: connections and informers over kube-apiserver."""

@@ -1,0 +1,80 @@
+"""What happens to an object on its way into storage, as upstream's rest.BeforeCreate and
+rest.BeforeUpdate do it: system metadata set or kept, the kind's strategy hooks, then validation."""
+
+from __future__ import annotations
+
+import uuid
+
+from apiserver.machinery import errors, objectmeta
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.metav1 import validate_common_object_meta_update
+from apiserver.machinery.types import JSON
+from apiserver.resources.base import ResourceKind
+
+
+def prepare_create(kind: ResourceKind, obj: JSON) -> None:
+    meta = objectmeta.metadata(obj)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = objectmeta.format_time(objectmeta.now())
+    meta.pop("deletionTimestamp", None)
+    meta.pop("deletionGracePeriodSeconds", None)
+    meta.pop("selfLink", None)
+    # No generation of the server's: upstream leaves it to the kind's strategy, and neither
+    # kind's sets one, so the field stays absent unless the request itself carries it.
+    kind.prepare_for_create(obj)
+
+
+def prepare_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
+    meta = objectmeta.metadata(new)
+    old_meta = old["metadata"]
+    if not meta.get("uid"):
+        meta["uid"] = old_meta.get("uid")
+    for system_field in ("creationTimestamp", "deletionTimestamp"):
+        if old_meta.get(system_field):
+            meta[system_field] = old_meta[system_field]
+        else:
+            meta.pop(system_field, None)
+    if "deletionGracePeriodSeconds" in old_meta and "deletionGracePeriodSeconds" not in meta:
+        meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+    meta["resourceVersion"] = old_meta["resourceVersion"]
+    meta.pop("selfLink", None)
+    # A request cannot set generation (rest.BeforeUpdate keeps the stored one) and neither
+    # kind's strategy moves it on a change.
+    if old_meta.get("generation"):
+        meta["generation"] = old_meta["generation"]
+    else:
+        meta.pop("generation", None)
+    kind.prepare_for_update(new, old)
+
+
+def validate_create(kind: ResourceKind, obj: JSON) -> None:
+    _refuse(kind, obj, kind.validate(obj))
+
+
+def validate_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
+    """rest.BeforeUpdate's checks of any kind's metadata, then the kind's own: kube-apiserver
+    reports an error of both in each (twice in the causes, once in the message), in that order."""
+    common = validate_common_object_meta_update(new["metadata"], old["metadata"], namespaced=kind.namespaced)
+    _refuse(kind, new, common + kind.validate_update(new, old))
+
+
+def _refuse(kind: ResourceKind, obj: JSON, errs: list[errors.FieldError]) -> None:
+    if errs:
+        name = str(objectmeta.metadata(obj).get("name") or "")
+        raise errors.invalid_error(kind.group, kind.kind, name, errs)
+
+
+def check_namespace(meta: JSON, namespace: str) -> None:
+    """The request's namespace, which a body may repeat but not contradict."""
+    body_namespace = meta.get("namespace")
+    if body_namespace and body_namespace != namespace:
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    meta["namespace"] = namespace
+
+
+def name_mismatch(body_name: str, url_name: str) -> StatusError:
+    return errors.bad_request(
+        f"the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+    )

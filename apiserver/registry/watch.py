@@ -1,0 +1,252 @@
+"""List and watch of one kind: selectors, limit/continue with a consistent snapshot, and what a
+resourceVersion means to each (resourceVersionMatch, too large, too old), as upstream's cacher and
+etcd3 store answer them. Objects come out typed and with their revision as resourceVersion."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from apiserver.machinery import continue_token, errors, objectmeta
+from apiserver.machinery.errors import GroupResource
+from apiserver.machinery.options import MATCH_EXACT, MATCH_NOT_OLDER_THAN, ListOptions
+from apiserver.machinery.types import JSON
+from apiserver.registry.storage_errors import interpreted, status_error
+from apiserver.registry.stored import StoredObjects
+from apiserver.resources.base import ResourceKind
+from apiserver.storage.interface import EventType, FutureRevisionError, ListResult, StorageError, WatchEvent
+
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+# Spelled out here: inside ListWatch, `list` names the method.
+Objects = list[JSON]
+_MAX_UINT64 = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class WatchEventOut:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    object: JSON
+
+
+def parse_revision(text: str) -> int:
+    """A resourceVersion as upstream's versioner parses it (an unsigned 64-bit decimal)."""
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit()):
+        reason = "invalid syntax"
+    elif int(text) > _MAX_UINT64:
+        reason = "value out of range"
+    else:
+        return int(text)
+    raise errors.bad_request(
+        f'invalid resource version: resourceVersion: Invalid value: "{text}": '
+        f'strconv.ParseUint: parsing "{text}": {reason}'
+    )
+
+
+def matches(kind: ResourceKind, obj: JSON, opts: ListOptions) -> bool:
+    """Whether the label and field selectors of `opts` select `obj`."""
+    if opts.label_selector is not None and not opts.label_selector.empty:
+        labels = objectmeta.metadata(obj).get("labels") or {}
+        if not opts.label_selector.matches(labels):
+            return False
+    if opts.field_selector is not None and not opts.field_selector.empty:
+        return opts.field_selector.matches(kind.selectable_fields(obj))
+    return True
+
+
+def _list_position(prefix: str, opts: ListOptions) -> tuple[int, str | None]:
+    """The revision to read at (0 = latest) and the key to start from."""
+    if opts.continue_token:
+        try:
+            token = continue_token.decode(opts.continue_token, prefix)
+        except continue_token.InvalidContinueError as exc:
+            raise errors.bad_request(f"invalid continue token: {exc}") from exc
+        if opts.resource_version not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        return (token.revision if token.revision > 0 else 0), token.start_key
+    if not opts.resource_version:
+        return 0, None
+    requested = parse_revision(opts.resource_version)
+    match = opts.resource_version_match
+    if match == MATCH_EXACT or (not match and opts.limit > 0 and requested > 0):
+        return requested, None
+    return 0, None
+
+
+def _min_revision(opts: ListOptions) -> int:
+    """The revision a list must be at least as new as (0: any)."""
+    if opts.continue_token or not opts.resource_version:
+        return 0
+    if opts.resource_version_match in ("", MATCH_NOT_OLDER_THAN):
+        return parse_revision(opts.resource_version)
+    return 0
+
+
+@dataclass
+class _Listed:
+    """A list being read: the items so far, the revision read at, where the next page starts."""
+
+    revision: int
+    items: Objects = field(default_factory=list)
+    next_start: str | None = None
+    remaining: int = 0
+
+
+class ListWatch:
+    """Reads of one kind's objects: lists and watches."""
+
+    def __init__(self, objects: StoredObjects, bookmark_interval: float = 60.0) -> None:
+        self.objects = objects
+        self.kind = objects.kind
+        self.gr = GroupResource(self.kind.group, self.kind.plural)
+        self.bookmark_interval = bookmark_interval
+
+    # ----------------------------------------------------------------- list
+
+    async def list(self, namespace: str | None, opts: ListOptions) -> JSON:
+        """A list object (kind <Kind>List) honouring selectors, limit/continue and resourceVersion."""
+        prefix = self.objects.prefix(namespace)
+        revision, start = _list_position(prefix, opts)
+        listed = await self._read(prefix, opts, revision, start)
+        min_rv = _min_revision(opts)
+        if min_rv and listed.revision < min_rv:
+            raise status_error(FutureRevisionError(min_rv, listed.revision), self.gr)
+        list_meta: JSON = {"resourceVersion": str(listed.revision)}
+        if listed.next_start is not None:
+            list_meta["continue"] = continue_token.encode(listed.next_start, prefix, listed.revision)
+            if not opts.has_selectors:
+                list_meta["remainingItemCount"] = listed.remaining
+        return {
+            "kind": self.kind.list_kind,
+            "apiVersion": self.kind.api_version,
+            "metadata": list_meta,
+            "items": listed.items,
+        }
+
+    async def _read(self, prefix: str, opts: ListOptions, revision: int, start: str | None) -> _Listed:
+        """Pages of the range from `start` at `revision` (0: now) until `limit` items matched or the
+        range ended: with selectors a page may match fewer than asked, so reading goes on, as
+        upstream's etcd3 store does."""
+        listed = _Listed(revision)
+        limit = max(opts.limit, 0)
+        cursor = start
+        while True:
+            want = limit - len(listed.items) if limit else 0
+            page_size = max(want, 1) if limit else 0
+            if limit and opts.has_selectors:
+                page_size = max(want * 2, 50)
+            try:
+                page = await self.objects.storage.list(
+                    prefix, start=cursor, limit=page_size, revision=listed.revision
+                )
+            except StorageError as exc:
+                continued = opts.continue_token and start is not None
+                resume = continue_token.encode(start, prefix, -1) if continued and start else None
+                raise status_error(exc, self.gr, listing=True, resume=resume) from exc
+            listed.revision = page.revision
+            if self._take(page, opts, limit, listed) or not (page.more and page.items):
+                return listed
+            cursor = page.items[-1].key + "\x00"
+
+    def _take(self, page: ListResult, opts: ListOptions, limit: int, listed: _Listed) -> bool:
+        """Adds the page's selected items; True once `limit` of them are listed."""
+        for index, kv in enumerate(page.items):
+            obj = self.objects.from_kv(kv)
+            if not matches(self.kind, obj, opts):
+                continue
+            listed.items.append(self.objects.typed(obj))
+            if limit and len(listed.items) >= limit:
+                rest = page.items[index + 1 :]
+                if rest or page.more:
+                    listed.next_start = kv.key + "\x00"
+                    listed.remaining = len(rest) + page.remaining
+                return True
+        return False
+
+    # ----------------------------------------------------------------- watch
+
+    async def watch(self, namespace: str | None, opts: ListOptions) -> AsyncIterator[WatchEventOut]:
+        """Watch events for the namespace (or all), filtered by the selectors.
+
+        Errors that kube-apiserver reports inside the stream (a start that was compacted) come as
+        an ERROR event followed by the end of the stream.
+        """
+        prefix = self.objects.prefix(namespace)
+        rv = opts.resource_version
+        with interpreted(self.gr):
+            if opts.send_initial_events is False and rv in ("", "0"):
+                # No initial events asked for, and no revision: changes from now on.
+                now = await self.objects.storage.current_revision()
+                return self._stream(prefix, opts, now, [], initial_events_end=False)
+            initial = opts.send_initial_events if opts.send_initial_events is not None else rv in ("", "0")
+            if not initial:
+                return self._stream(prefix, opts, parse_revision(rv), [], initial_events_end=False)
+            # sendInitialEvents with NotOlderThan N: a snapshot at least as new as N, i.e. now.
+            if rv not in ("", "0"):
+                requested = parse_revision(rv)
+                current = await self.objects.storage.current_revision()
+                if requested > current:
+                    raise status_error(FutureRevisionError(requested, current), self.gr)
+        selectors = ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector)
+        snapshot = await self.list(namespace, selectors)
+        after = int(snapshot["metadata"]["resourceVersion"])
+        end = bool(opts.send_initial_events)
+        return self._stream(prefix, opts, after, snapshot["items"], initial_events_end=end)
+
+    async def _stream(
+        self,
+        prefix: str,
+        opts: ListOptions,
+        after: int,
+        initial_items: Objects,
+        *,
+        initial_events_end: bool,
+    ) -> AsyncIterator[WatchEventOut]:
+        for item in initial_items:
+            yield WatchEventOut("ADDED", item)
+        if initial_events_end:
+            yield WatchEventOut("BOOKMARK", self._bookmark(after, initial_events_end=True))
+        last_sent = after
+        bookmarks = opts.allow_watch_bookmarks
+        loop = asyncio.get_running_loop()
+        last_bookmark = loop.time()
+        events = self.objects.storage.watch(prefix, after_revision=after, progress=bookmarks)
+        try:
+            async for event in events:
+                if event.type is EventType.PROGRESS:
+                    if bookmarks and loop.time() - last_bookmark >= self.bookmark_interval:
+                        last_sent = max(last_sent, event.revision)
+                        last_bookmark = loop.time()
+                        yield WatchEventOut("BOOKMARK", self._bookmark(last_sent))
+                    continue
+                out = self._convert(event, opts)
+                last_sent = event.revision
+                if out is not None:
+                    yield out
+        except StorageError as exc:
+            yield WatchEventOut("ERROR", status_error(exc, self.gr, seen=last_sent).status)
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    def _bookmark(self, revision: int, *, initial_events_end: bool = False) -> JSON:
+        meta: JSON = {"resourceVersion": str(revision)}
+        if initial_events_end:
+            meta["annotations"] = {INITIAL_EVENTS_END_ANNOTATION: "true"}
+        return {"kind": self.kind.kind, "apiVersion": self.kind.api_version, "metadata": meta}
+
+    def _convert(self, event: WatchEvent, opts: ListOptions) -> WatchEventOut | None:
+        """The change as the watcher's selectors see it: ADDED or MODIFIED while selected, DELETED
+        when gone or no longer selected, nothing while never selected."""
+        decode = self.objects.decode
+        current = decode(event.value, event.revision) if event.value is not None else None
+        previous = decode(event.prev_value, event.revision) if event.prev_value is not None else None
+        current_passes = current is not None and matches(self.kind, current, opts)
+        previous_passes = previous is not None and matches(self.kind, previous, opts)
+        if current_passes and current is not None:
+            return WatchEventOut("MODIFIED" if previous_passes else "ADDED", self.objects.typed(current))
+        if previous_passes and previous is not None:
+            # Gone, or no longer selected: DELETED with the last state at this event's revision.
+            return WatchEventOut("DELETED", self.objects.typed(previous))
+        return None

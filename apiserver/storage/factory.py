@@ -1,0 +1,54 @@
+"""Opening the storage a server was configured with: etcd when endpoints are given, else SQLite.
+
+It takes plain values, not the server's Settings, so that storage imports nothing above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from apiserver.storage.interface import Storage
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """Where objects live: an etcd cluster (endpoints and TLS files, empty for none), or else the
+    SQLite database at `sqlite_path`; and the background work of either."""
+
+    sqlite_path: Path
+    etcd_servers: Sequence[str] = ()
+    etcd_prefix: str = ""
+    etcd_ca_file: str = ""
+    etcd_cert_file: str = ""
+    etcd_key_file: str = ""
+    # Seconds between compactions (0: never) and between progress notices to idle watches.
+    compaction_interval: float = 300.0
+    progress_interval: float = 5.0
+
+
+def open_storage(options: StorageOptions) -> tuple[Storage, str]:
+    """The storage, not started yet, and a short description of it for the log."""
+    if options.etcd_servers:
+        # Imported here: a SQLite server does not load the etcd client.
+        from apiserver.storage.etcd import EtcdStorage
+
+        storage: Storage = EtcdStorage(
+            options.etcd_servers,
+            prefix=options.etcd_prefix,
+            ca_file=options.etcd_ca_file or None,
+            cert_file=options.etcd_cert_file or None,
+            key_file=options.etcd_key_file or None,
+            compaction_interval=options.compaction_interval,
+            progress_interval=options.progress_interval,
+        )
+        return storage, f"etcd {','.join(options.etcd_servers)}"
+    from apiserver.storage.sqlite.backend import SQLiteStorage
+
+    storage = SQLiteStorage(
+        str(options.sqlite_path),
+        compaction_interval=options.compaction_interval,
+        progress_interval=options.progress_interval,
+    )
+    return storage, f"sqlite {options.sqlite_path}"

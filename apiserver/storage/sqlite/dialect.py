@@ -1,0 +1,186 @@
+"""The SQLite side of the revision log: the schema, every statement's text and one method to run each.
+
+Nothing here knows what a revision means; `log.RevisionLog` decides which statement to run. Rows of
+`kv` are (id, name, created, deleted, create_revision, prev_revision, value, old_value, expires_at):
+the id is the revision, `created`/`deleted` say what the change was, `old_value` is the value it
+replaced and `expires_at` the wall-clock expiry of a key written with a TTL (only on its newest row).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import astuple, dataclass
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    create_revision INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    value BLOB,
+    old_value BLOB,
+    expires_at REAL
+);
+CREATE INDEX IF NOT EXISTS kv_name_id ON kv (name, id);
+CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+_LATEST = "SELECT id, deleted, create_revision, value FROM kv WHERE name = ? ORDER BY id DESC LIMIT 1"
+_INSERT = (
+    "INSERT INTO kv (id, name, created, deleted, create_revision, prev_revision, value, old_value,"
+    " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_CLEAR_EXPIRY = "UPDATE kv SET expires_at = NULL WHERE id = ? AND expires_at IS NOT NULL"
+_DUE = "SELECT name, id FROM kv WHERE expires_at <= ? AND deleted = 0 ORDER BY id"
+# Columns a change (a watch event) is built from, in this order.
+_CHANGE_COLUMNS = "id, name, created, deleted, create_revision, value, old_value"
+# Keep every row from :rev on, and below it only the newest row of each key that still exists at :rev:
+# that is what lists at >= :rev and watches from it read.
+_COMPACT = (
+    "DELETE FROM kv WHERE id < :rev AND (deleted = 1 OR id < (SELECT MAX(later.id)"
+    " FROM kv AS later WHERE later.name = kv.name AND later.id <= :rev))"
+)
+_SET_COMPACT_REVISION = (
+    "INSERT INTO meta (name, value) VALUES ('compact_revision', ?)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One change to append; `id` is its revision."""
+
+    id: int
+    name: str
+    created: bool
+    deleted: bool
+    create_revision: int
+    prev_revision: int
+    value: bytes | None
+    old_value: bytes | None
+    expires_at: float | None
+
+
+# (id, deleted, create_revision, value) of a key's newest row.
+Latest = tuple[int, int, int, bytes]
+Rows = list[tuple[Any, ...]]
+
+
+def key_range(prefix: str) -> tuple[str, str | None]:
+    """The half-open range [low, high) of keys starting with `prefix` (high None: unbounded).
+
+    SQLite compares TEXT as UTF-8 bytes, which orders like code points, so bumping the last code
+    point that can be bumped yields the first string past every key with the prefix.
+    """
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            bumped = last + 1
+            if 0xD800 <= bumped <= 0xDFFF:  # surrogates cannot be encoded; skip past them
+                bumped = 0xE000
+            return prefix, "".join(chars) + chr(bumped)
+    return prefix, None
+
+
+def _in_range(where: str, params: list[Any], high: str | None) -> str:
+    if high is not None:
+        where += " AND name < ?"
+        params.append(high)
+    return where
+
+
+class Dialect:
+    """The statements over one open connection (used from one thread only)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    def connect(cls, path: str) -> Dialect:
+        """Opens (creating) the database: WAL, and synchronous=FULL so acknowledged is durable."""
+        # isolation_level=None: transactions are begun and ended explicitly (`begin`/`commit`).
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.executescript(SCHEMA)
+        return cls(conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def begin(self) -> None:
+        # IMMEDIATE: take the write lock now, so a transaction never fails half-way on it.
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+    def sequence(self, initial: int) -> int:
+        """The highest id ever handed out, set to `initial` in a new database. AUTOINCREMENT's
+        high-water mark survives deleting the newest rows during compaction."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'kv'").fetchone()
+        if row is not None:
+            return int(row[0])
+        self.conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('kv', ?)", (initial,))
+        return initial
+
+    def compact_revision(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE name = 'compact_revision'").fetchone()
+        return int(row[0]) if row else 0
+
+    def latest(self, key: str) -> Latest | None:
+        row: Latest | None = self.conn.execute(_LATEST, (key,)).fetchone()
+        return row
+
+    def insert(self, row: Row) -> None:
+        self.conn.execute(_INSERT, astuple(row))
+        if row.prev_revision:
+            # Only a key's newest row may expire; keeps the expiry index to live keys.
+            self.conn.execute(_CLEAR_EXPIRY, (row.prev_revision,))
+
+    def due(self, now: float) -> list[tuple[str, int]]:
+        """(name, id) of the live keys whose expiry has passed, oldest change first."""
+        return [(str(name), int(revision)) for name, revision in self.conn.execute(_DUE, (now,))]
+
+    def live_rows(
+        self, select: str, low: str, high: str | None, at: int, *, after_low: bool, limit: int
+    ) -> Rows:
+        """Runs `select` over the keys in [low, high) (or (low, high) with `after_low`) that exist
+        at revision `at`, by key. With a limit, fetches one row more so the caller can tell whether
+        more remain."""
+        params: list[Any] = [low, at]
+        where = _in_range(f"name {'>' if after_low else '>='} ? AND id <= ?", params, high)
+        sql = (
+            f"{select} FROM kv JOIN (SELECT MAX(id) AS id FROM kv WHERE {where} GROUP BY name) AS newest"
+            " USING (id) WHERE kv.deleted = 0"
+        )
+        if not select.startswith("SELECT COUNT"):
+            sql += " ORDER BY kv.name"
+        if limit:
+            sql += " LIMIT ?"
+            params.append(limit + 1)
+        return self.conn.execute(sql, params).fetchall()
+
+    def changes(self, prefix: str, after: int, limit: int) -> Rows:
+        """Up to `limit` rows of keys with `prefix` after revision `after`, in revision order, as
+        (id, name, created, deleted, create_revision, value, old_value)."""
+        low, high = key_range(prefix)
+        params: list[Any] = [after, low]
+        where = _in_range("id > ? AND name >= ?", params, high)
+        params.append(limit)
+        return self.conn.execute(
+            f"SELECT {_CHANGE_COLUMNS} FROM kv WHERE {where} ORDER BY id LIMIT ?", params
+        ).fetchall()
+
+    def compact(self, revision: int) -> None:
+        self.conn.execute(_COMPACT, {"rev": revision})
+        self.conn.execute(_SET_COMPACT_REVISION, (revision,))

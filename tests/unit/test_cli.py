@@ -1,0 +1,151 @@
+"""The command line: each flag sets its Settings field and nothing else, the served kinds add
+their own flags, and a mistake is one clear line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apiserver.cli import FLAGS, parse_args
+from apiserver.config import Settings
+from apiserver.resources import KINDS, EventKind, RoleBindingKind
+from apiserver.server import storage_options
+from tests.support.thirdkind import SERVED, GadgetKind
+
+# For every flag of the table: what is typed, and what the field holds then.
+GIVEN: dict[str, tuple[str, Any]] = {
+    "--data-dir": ("/srv/coreio", Path("/srv/coreio")),
+    "--bind-address": ("0.0.0.0", "0.0.0.0"),
+    "--secure-port": ("9443", 9443),
+    "--etcd-servers": (" http://a:2379 , http://b:2379,", ["http://a:2379", "http://b:2379"]),
+    "--etcd-prefix": ("/coreio", "/coreio"),
+    "--etcd-cafile": ("ca.pem", "ca.pem"),
+    "--etcd-certfile": ("cert.pem", "cert.pem"),
+    "--etcd-keyfile": ("key.pem", "key.pem"),
+    "--tls-cert-file": ("tls.crt", "tls.crt"),
+    "--tls-private-key-file": ("tls.key", "tls.key"),
+    "--client-ca-file": ("client-ca.crt", "client-ca.crt"),
+    "--token-auth-file": ("tokens.csv", "tokens.csv"),
+    "--requestheader-client-ca-file": ("proxy-ca.crt", "proxy-ca.crt"),
+    "--requestheader-allowed-names": ("front-proxy, aggregator", ["front-proxy", "aggregator"]),
+    "--requestheader-username-headers": ("X-User,X-Remote-User", ["X-User", "X-Remote-User"]),
+    "--requestheader-uid-headers": ("X-Remote-Uid", ["X-Remote-Uid"]),
+    "--requestheader-group-headers": ("", []),
+    "--requestheader-extra-headers-prefix": ("X-Extra-", ["X-Extra-"]),
+    "--kubeconfig": ("cluster.kubeconfig", "cluster.kubeconfig"),
+    "--authentication-kubeconfig": ("authn.kubeconfig", "authn.kubeconfig"),
+    "--authorization-kubeconfig": ("authz.kubeconfig", "authz.kubeconfig"),
+    "--authorization-mode": ("AlwaysAllow", "AlwaysAllow"),
+    "--authorization-roles-file": ("roles.yaml", "roles.yaml"),
+    "--authorize-endpoint-users": ("kube-apiserver", ["kube-apiserver"]),
+    "--authorize-endpoint-groups": ("a,b", ["a", "b"]),
+    "--authentication-token-webhook-cache-ttl": ("2.5", 2.5),
+    "--extension-authentication-refresh-interval": ("30", 30.0),
+    "--authorization-webhook-cache-ttl": ("7", 7.0),
+    "--audit-log-path": ("-", "-"),
+    "--min-request-timeout": ("10", 10.0),
+    "--watch-bookmark-interval": ("1.5", 1.5),
+    "--max-requests-inflight": ("3", 3),
+    "--max-mutating-requests-inflight": ("0", 0),
+    "--request-timeout": ("1m30s", 90.0),
+    "--compaction-interval": ("0", 0.0),
+}
+# The fields no flag of the table sets: the kinds' flags fill this one.
+KIND_SET = {"expiry_seconds"}
+
+
+def test_no_flags_keep_every_default() -> None:
+    assert parse_args([]) == Settings()
+
+
+@pytest.mark.parametrize("flag", FLAGS, ids=lambda flag: flag.name)
+def test_each_flag_sets_its_field_and_nothing_else(flag: Any) -> None:
+    typed, held = GIVEN[flag.name]
+    settings = parse_args([flag.name, typed])
+    assert getattr(settings, flag.dest) == held
+    assert dataclasses.replace(settings, **{flag.dest: getattr(Settings(), flag.dest)}) == Settings()
+
+
+def test_the_table_covers_every_setting() -> None:
+    assert sorted(GIVEN) == sorted(flag.name for flag in FLAGS)
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    assert {flag.dest for flag in FLAGS} == fields - KIND_SET
+
+
+def test_an_expiring_kind_brings_its_ttl_flag() -> None:
+    assert parse_args([]).ttl_seconds(EventKind()) == 3600
+    assert parse_args(["--event-ttl", "7200"]).ttl_seconds(EventKind()) == 7200
+    assert parse_args(["--event-ttl=60"]).expiry_seconds == {"events.events.core.io": 60}
+    # A kind that does not expire has no TTL, flag or not.
+    assert parse_args(["--event-ttl", "7200"]).ttl_seconds(RoleBindingKind()) == 0
+
+
+def test_a_served_kind_adds_its_flag_to_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    settings = parse_args(["--gadget-ttl", "60", "--event-ttl", "5"], kinds=SERVED)
+    assert (settings.ttl_seconds(GadgetKind()), settings.ttl_seconds(EventKind())) == (60, 5)
+    assert parse_args([], kinds=SERVED).ttl_seconds(GadgetKind()) == 7 * 24 * 3600
+    with pytest.raises(SystemExit):
+        parse_args(["--gadget-ttl", "60"], kinds=KINDS)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "coreio-apiserver: error: unrecognized arguments: --gadget-ttl 60"
+    )
+
+
+def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Serves RoleBindings (rbac.authorization.core.io/v1) and Events (events.core.io/v1)." in out
+    assert "--event-ttl EVENT_TTL" in out
+    assert "--authentication-token-webhook-cache-ttl AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL" in out
+    assert "--authorization-mode {RBAC,AlwaysAllow}" in out
+    with pytest.raises(SystemExit):
+        parse_args(["--help"], kinds=SERVED)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "RoleBindings (rbac.authorization.core.io/v1), Events (events.core.io/v1) and Gadgets" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["--extension-authentication-refresh-interval", "0"],
+            "--extension-authentication-refresh-interval must be positive",
+        ),
+        (["--request-timeout", "abc"], 'argument --request-timeout: time: invalid duration "abc"'),
+        (["--request-timeout=-5"], "argument --request-timeout: must not be negative: -5"),
+        (
+            ["--authorization-mode", "ABAC"],
+            "argument --authorization-mode: invalid choice: 'ABAC' (choose from 'RBAC', 'AlwaysAllow')",
+        ),
+        (["--secure-port", "x"], "argument --secure-port: invalid int value: 'x'"),
+        (["--event-ttl", "1h"], "argument --event-ttl: invalid int value: '1h'"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_a_mistake_is_one_line(argv: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2
+    # argparse's usage (wrapped over several lines), then the one error line.
+    *usage, message = capsys.readouterr().err.splitlines()
+    assert usage[0].startswith("usage: coreio-apiserver ")
+    assert message == f"coreio-apiserver: error: {error}"
+
+
+def test_storage_options() -> None:
+    sqlite = storage_options(parse_args(["--data-dir", "/d", "--watch-bookmark-interval", "2"]))
+    assert (sqlite.sqlite_path, sqlite.etcd_servers, sqlite.progress_interval) == (
+        Path("/d/coreio.db"),
+        (),
+        2.0,
+    )
+    etcd = storage_options(
+        parse_args(["--etcd-servers", "http://e:2379", "--etcd-cafile", "ca", "--compaction-interval", "9"])
+    )
+    assert (etcd.etcd_servers, etcd.etcd_ca_file, etcd.compaction_interval) == (("http://e:2379",), "ca", 9.0)
+    # Bookmarks ride on progress notices, which come at least every 5 seconds.
+    assert etcd.progress_interval == 5.0
