@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from apiserver.admission import chained
+from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.discovery import Discovery
@@ -49,13 +51,16 @@ def build_app(
     authenticator: AuthenticatorChain,
     authorization_config: AuthorizationConfig | None = None,
     kinds: Sequence[ResourceKind] = KINDS,
+    namespaces: NamespaceLifecycle | None = None,
 ) -> web.Application:
-    """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them),
-    authorization over the RoleBindings, the API, OpenAPI and system routes, and the lifecycle."""
+    """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them,
+    after namespace lifecycle when the cluster's namespaces are known), authorization over the
+    RoleBindings, the API, OpenAPI and system routes, and the lifecycle."""
     stores = build_stores(settings, storage, kinds)
     authz = server_authorization(authorization_config or AuthorizationConfig(), stores)
     for store in stores:
-        store.admission = store.kind.admission(authz)
+        generic = namespaces.admission(store.kind.group_resource) if namespaces else None
+        store.admission = chained([generic, store.kind.admission(authz)])
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     app = _application(settings, authenticator, in_flight, authz)
     app[STORAGE_KEY] = storage
@@ -70,6 +75,8 @@ def build_app(
     system.add_routes(app.router)
     app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
     _add_lifecycle(app, storage, authz)
+    if namespaces is not None:
+        _add_namespace_lifecycle(app, namespaces)
     return app
 
 
@@ -133,3 +140,16 @@ def _add_lifecycle(app: web.Application, storage: Storage, authz: Authorization)
     app.on_startup.append(authz.on_startup)
     app.on_cleanup.append(authz.on_cleanup)
     app.on_cleanup.append(close_storage)
+
+
+def _add_namespace_lifecycle(app: web.Application, namespaces: NamespaceLifecycle) -> None:
+    """The cluster's namespaces are watched while the server runs."""
+
+    async def start(_app: web.Application) -> None:
+        namespaces.start()
+
+    async def stop(_app: web.Application) -> None:
+        await namespaces.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.insert(0, stop)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from apiserver import server
-from apiserver.config import Settings
+from apiserver.config import NAMESPACE_LIFECYCLE, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.resources import KINDS
@@ -43,6 +43,11 @@ def _duration(value: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"must not be negative: {value}")
     return seconds
+
+
+def _whole_seconds(value: str) -> int:
+    """A storage TTL: whole seconds (etcd leases count no less), given as for `_duration`."""
+    return int(_duration(value))
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,13 @@ FLAGS = (
     ),
     Flag("--authorize-endpoint-users", "comma-separated users who may call /authorize", _comma_list),
     Flag("--authorize-endpoint-groups", "comma-separated groups who may call /authorize", _comma_list),
+    Flag(
+        "--disable-admission-plugins",
+        "admission plugins that should be disabled (in a cluster: NamespaceLifecycle)",
+        _comma_list,
+        check=lambda names: set(names) <= {NAMESPACE_LIFECYCLE},
+        check_error=f"--disable-admission-plugins: only {NAMESPACE_LIFECYCLE} can be disabled",
+    ),
     Flag("--authentication-token-webhook-cache-ttl", parse=float, setting="authentication_cache_ttl"),
     Flag(
         "--extension-authentication-refresh-interval",
@@ -157,7 +169,9 @@ FLAGS = (
 def kind_flags(kinds: Sequence[ResourceKind]) -> list[Flag]:
     """The flags the served kinds declare: how long an expiring kind's objects live."""
     return [
-        Flag(kind.expiry.flag, kind.expiry.help, int, setting=f"{_EXPIRY_DEST}{kind.group_resource}")
+        Flag(
+            kind.expiry.flag, kind.expiry.help, _whole_seconds, setting=f"{_EXPIRY_DEST}{kind.group_resource}"
+        )
         for kind in kinds
         if kind.expiry is not None
     ]

@@ -8,6 +8,9 @@ from pathlib import Path
 from apiserver.resources.base import ResourceKind
 from apiserver.standalone import default_data_dir
 
+# The one generic admission plugin, on in a cluster (k8s.io/apiserver's name for it).
+NAMESPACE_LIFECYCLE = "NamespaceLifecycle"
+
 
 @dataclass
 class Settings:
@@ -52,6 +55,8 @@ class Settings:
     # Who besides system:masters may call the SubjectAccessReview webhook endpoint.
     authorize_endpoint_users: list[str] = field(default_factory=list)
     authorize_endpoint_groups: list[str] = field(default_factory=list)
+    # Generic admission plugins turned off (kube-apiserver's flag of the same name).
+    disable_admission_plugins: list[str] = field(default_factory=list)
     # How long objects of the kinds that expire live, by resource (`events.events.core.io`), as
     # their flags (kube-apiserver's --event-ttl) set it; a kind not here lives its default.
     expiry_seconds: dict[str, int] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from apiserver import pki, standalone
+from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import (
     Authenticator,
     RequestHeaderAuthenticator,
@@ -35,7 +36,8 @@ from apiserver.auth.delegated import (
     in_cluster_connection,
     load_kubeconfig,
 )
-from apiserver.config import Settings
+from apiserver.cluster.reflector import ClusterReader
+from apiserver.config import NAMESPACE_LIFECYCLE, Settings
 from apiserver.http.middleware import audit_log
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.chain import AuthorizationConfig
@@ -100,6 +102,15 @@ class Security:
             webhook_users=tuple(settings.authorize_endpoint_users),
             webhook_groups=tuple(settings.authorize_endpoint_groups),
         )
+
+    def namespace_lifecycle(self, settings: Settings) -> NamespaceLifecycle | None:
+        """Namespace lifecycle admission over the cluster's namespaces, read with the core
+        kubeconfig (or the delegation's, or the pod's own credentials); none standalone."""
+        if NAMESPACE_LIFECYCLE in settings.disable_admission_plugins:
+            return None
+        kubeconfig = settings.kubeconfig or settings.authorization_kubeconfig
+        cluster = cluster_connection(kubeconfig or settings.authentication_kubeconfig, settings)
+        return NamespaceLifecycle.over(ClusterReader(cluster)) if cluster is not None else None
 
     async def close(self, _app: web.Application | None = None) -> None:
         for task in self.tasks:

@@ -90,7 +90,14 @@ async def serve(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> No
     storage, storage_desc = open_storage(storage_options(settings))
     configure_audit_log(settings.audit_log_path)
     authenticator = AuthenticatorChain(security.authenticators)
-    app = build_app(settings, storage, authenticator, security.authorization_config(settings), kinds)
+    app = build_app(
+        settings,
+        storage,
+        authenticator,
+        security.authorization_config(settings),
+        kinds,
+        namespaces=security.namespace_lifecycle(settings),
+    )
     app.on_cleanup.append(security.close)
     runner = await start(app, settings, serving.context)
     log.info("coreio-apiserver serving on %s (storage: %s)", reached.url, storage_desc)

@@ -11,12 +11,12 @@ namespace exists implicitly: the plugin is simply not installed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 from apiserver.cluster.reflector import ClusterReader, NotFound, Reflector
 from apiserver.machinery.errors import GroupResource, StatusError, forbidden_error, not_found_error
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
+from apiserver.resources.base import Admission
 
 NAMESPACES_PATH = "/api/v1/namespaces"
 NAMESPACES = GroupResource("", "namespaces")
@@ -24,8 +24,6 @@ NAMESPACES = GroupResource("", "namespaces")
 MISSING_NAMESPACE_WAIT = 0.05
 # How long a request waits for the informer's first list before it is refused.
 READY_WAIT = 10.0
-
-Admission = Callable[[UserInfo | None, str, JSON, JSON | None], Awaitable[None]]
 
 
 def namespace_phase(obj: JSON) -> str:
@@ -42,6 +40,13 @@ class NamespaceLifecycle:
     def over(cls, reader: ClusterReader) -> NamespaceLifecycle:
         """A plugin whose informer keeps each of the cluster's namespaces with its phase."""
         return cls(Reflector(reader, NAMESPACES_PATH, namespace_phase))
+
+    def start(self) -> None:
+        self.namespaces.start()
+
+    async def stop(self) -> None:
+        await self.namespaces.stop()
+        await self.namespaces.reader.close()
 
     def admission(self, resource: GroupResource) -> Admission:
         """The check for writes of `resource` (creates and updates; deletes are never refused)."""

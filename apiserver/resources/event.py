@@ -482,7 +482,9 @@ class EventKind(ResourceKind):
     # orphan or foregroundDeletion finalizer (and drops one the Event carries).
     garbage_collected: ClassVar[bool] = False
     # kube-apiserver's --event-ttl (upstream's default is one hour too).
-    expiry: ClassVar[Expiry | None] = Expiry("--event-ttl", 3600, "seconds an Event lives")
+    expiry: ClassVar[Expiry | None] = Expiry(
+        "--event-ttl", 3600, "how long an Event lives: a Go duration (1h0m0s) or seconds"
+    )
     # Upstream's events.k8s.io Event is a second API over the storage of core events, which view
     # reads and edit writes; events.core.io Events are the only Event API here, so they get the
     # core events' treatment.
