@@ -27,12 +27,14 @@ from apiserver.auth.authn import (
 )
 from apiserver.auth.authz import Authorizer
 from apiserver.auth.delegated import (
-    ClusterClient,
-    ClusterConnection,
     ExtensionAuthenticationFiles,
     SubjectAccessReviewAuthorizer,
     TokenReviewAuthenticator,
     fetch_extension_authentication,
+)
+from apiserver.cluster.connection import (
+    ClusterClient,
+    ClusterConnection,
     in_cluster_connection,
     load_kubeconfig,
 )

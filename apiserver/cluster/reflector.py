@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 import aiohttp
 
-from apiserver.auth.delegated import ClusterConnection
+from apiserver.cluster.connection import ClusterConnection
 from apiserver.machinery.types import JSON
 
 log = logging.getLogger(__name__)

@@ -14,20 +14,16 @@ from apiserver.patch.json_patch import MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH
 from apiserver.patch.merge import apply_merge_patch
 from apiserver.patch.patcher import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
 from apiserver.patch.schema import (
-    EVENT_PATCH_SCHEMA,
     OBJECT_META_PATCH_SCHEMA,
-    ROLE_BINDING_PATCH_SCHEMA,
     PatchSchema,
     PatchStrategy,
 )
 from apiserver.patch.strategic import apply_strategic_merge_patch
 
 __all__ = [
-    "EVENT_PATCH_SCHEMA",
     "MAX_JSON_PATCH_COPY_BYTES",
     "MAX_JSON_PATCH_OPERATIONS",
     "OBJECT_META_PATCH_SCHEMA",
-    "ROLE_BINDING_PATCH_SCHEMA",
     "STRICT_VALIDATIONS",
     "JSONPatcher",
     "MergePatcher",

@@ -68,9 +68,3 @@ OBJECT_META_PATCH_SCHEMA = PatchSchema(
     }
 )
 """The strategies of the list fields of ObjectMeta, shared by every kind."""
-
-ROLE_BINDING_PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
-"""RoleBinding: `subjects` carries no strategy (+listType=atomic), so it is replaced whole."""
-
-EVENT_PATCH_SCHEMA = OBJECT_META_PATCH_SCHEMA
-"""events/v1 Event has no list fields of its own."""

@@ -30,8 +30,8 @@ from pathlib import Path
 from aiohttp import web
 
 from apiserver.auth.authz import ALLOW, AlwaysAllow, Authorizer, Decision, PrivilegedGroups
-from apiserver.auth.delegated import ClusterConnection
 from apiserver.auth.requestinfo import RequestInfo
+from apiserver.cluster.connection import ClusterConnection
 from apiserver.machinery import errors
 from apiserver.machinery.options import WriteOptions
 from apiserver.machinery.types import JSON

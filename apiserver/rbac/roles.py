@@ -15,20 +15,16 @@ ClusterRole) names a role of a role source:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import random
-import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import aiohttp
 import yaml
 
-from apiserver.auth.delegated import ClusterConnection
+from apiserver.cluster.connection import ClusterConnection
+from apiserver.cluster.reflector import ClusterReader, Reflector
 from apiserver.machinery.errors import go_quote
 from apiserver.machinery.types import JSON
 from apiserver.resources import KINDS
@@ -527,100 +523,19 @@ class StaticRoleSource:
 # ----------------------------------------------------------------------------- cluster source
 
 
-class WatchExpired(Exception):
-    """The cluster answered 410 Gone: the resourceVersion is too old; relist."""
+def _role_parser(kind: str, path: str) -> Callable[[JSON], Role | None]:
+    """Objects of a list or watch of `path` as Roles; a malformed one is logged and skipped."""
 
-
-class _Reflector:
-    """list+watch of one resource (roles or clusterroles) into a dict, as client-go's reflector."""
-
-    def __init__(
-        self,
-        source: ClusterRoleSource,
-        path: str,
-        key: Callable[[Role], tuple[str, str]],
-    ) -> None:
-        self.source = source
-        self.path = path
-        self.key = key
-        self.items: dict[tuple[str, str], Role] = {}
-        self.synced = asyncio.Event()
-        self.resource_version = ""
-
-    async def run(self) -> None:
-        backoff = self.source.min_backoff
-        while True:
-            try:
-                await self._list()
-                backoff = self.source.min_backoff
-                while True:
-                    await self._watch()
-            except WatchExpired:
-                log.info("%s: resourceVersion %s expired; relisting", self.path, self.resource_version)
-                continue
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-                log.warning("%s: %s: %s; retrying in %.1fs", self.path, type(exc).__name__, exc, backoff)
-            await asyncio.sleep(backoff * (1 + random.random() / 2))
-            backoff = min(backoff * 2, self.source.max_backoff)
-
-    async def _list(self) -> None:
-        items: dict[tuple[str, str], Role] = {}
-        token = ""
-        while True:
-            query = {"limit": str(self.source.page_size)}
-            if token:
-                query["continue"] = token
-            body = await self.source._get_json(self.path, query)
-            for index, obj in enumerate(body.get("items") or []):
-                role = self._role(obj, index)
-                if role is not None:
-                    items[self.key(role)] = role
-            meta = body.get("metadata") or {}
-            token = str(meta.get("continue") or "")
-            if not token:
-                self.resource_version = str(meta.get("resourceVersion") or "")
-                break
-        self.items = items
-        self.synced.set()
-        self.source._changed()
-
-    def _role(self, obj: Any, index: int | str) -> Role | None:
-        if isinstance(obj, dict):
-            # Items of a list carry no kind; the path says what they are.
-            obj = {"kind": CLUSTER_ROLE_KIND if self.path.endswith("/clusterroles") else ROLE_KIND, **obj}
+    def parse(obj: JSON) -> Role | None:
+        meta = obj.get("metadata") or {}
         try:
-            return Role.from_object(obj, f"{self.path} {index}")
+            # Items of a list carry no kind; the path says what they are.
+            return Role.from_object({"kind": kind, **obj}, f"{path} {meta.get('name', '')}")
         except RoleFormatError as exc:
             log.warning("ignoring %s", exc)
             return None
 
-    async def _watch(self) -> None:
-        query = {
-            "watch": "true",
-            "allowWatchBookmarks": "true",
-            "resourceVersion": self.resource_version,
-            "timeoutSeconds": str(int(self.source.watch_timeout * (1 + random.random()))),
-        }
-        async for event in self.source._stream(self.path, query):
-            kind = event.get("type")
-            obj = event.get("object")
-            if not isinstance(obj, dict):
-                continue
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise WatchExpired()
-                raise ValueError(f"watch error: {obj.get('message', obj)}")
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                role = self._role(obj, version)
-                if role is not None:
-                    if kind == "DELETED":
-                        self.items.pop(self.key(role), None)
-                    else:
-                        self.items[self.key(role)] = role
-                    self.source._changed()
-            if version:
-                self.resource_version = version
+    return parse
 
 
 class ClusterRoleSource:
@@ -644,17 +559,24 @@ class ClusterRoleSource:
         min_backoff: float = 0.5,
         max_backoff: float = 30.0,
     ) -> None:
-        self.connection = connection
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.request_timeout = request_timeout
-        self.min_backoff = min_backoff
-        self.max_backoff = max_backoff
+        self.reader = ClusterReader(connection, request_timeout=request_timeout)
         self.on_change: list[Callable[[], None]] = []
-        self._roles = _Reflector(self, self.ROLES_PATH, lambda r: (r.namespace, r.name))
-        self._cluster_roles = _Reflector(self, self.CLUSTER_ROLES_PATH, lambda r: ("", r.name))
-        self._session: aiohttp.ClientSession | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+
+        def reflector(path: str, kind: str) -> Reflector[Role]:
+            return Reflector(
+                self.reader,
+                path,
+                _role_parser(kind, path),
+                page_size=page_size,
+                watch_timeout=watch_timeout,
+                min_backoff=min_backoff,
+                max_backoff=max_backoff,
+            )
+
+        self._roles = reflector(self.ROLES_PATH, ROLE_KIND)
+        self._cluster_roles = reflector(self.CLUSTER_ROLES_PATH, CLUSTER_ROLE_KIND)
+        for each in (self._roles, self._cluster_roles):
+            each.on_change.append(self._changed)
 
     # -- RoleSource
 
@@ -671,90 +593,17 @@ class ClusterRoleSource:
     # -- lifecycle
 
     def start(self) -> None:
-        if self._tasks:
-            return
-        self._tasks = [
-            asyncio.create_task(self._roles.run(), name="coreio-roles-reflector"),
-            asyncio.create_task(self._cluster_roles.run(), name="coreio-clusterroles-reflector"),
-        ]
+        self._roles.start()
+        self._cluster_roles.start()
 
     async def wait_ready(self) -> None:
         """Returns once both lists are in (bound it with `asyncio.timeout`)."""
         await asyncio.gather(self._roles.synced.wait(), self._cluster_roles.synced.wait())
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    # -- HTTP
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                headers={"User-Agent": "coreio-apiserver", "Accept": "application/json"}
-            )
-        return self._session
-
-    def _url(self, path: str, query: Mapping[str, str]) -> str:
-        return f"{self.connection.server}{path}?{urllib.parse.urlencode(query)}"
-
-    async def _get_json(self, path: str, query: Mapping[str, str]) -> JSON:
-        timeout = aiohttp.ClientTimeout(total=self.request_timeout)
-        async with self._client().get(
-            self._url(path, query),
-            headers=self.connection.headers(),
-            ssl=self.connection.ssl_context,
-            timeout=timeout,
-        ) as response:
-            text = await response.text()
-            if response.status == 410:
-                raise WatchExpired()
-            if response.status != 200:
-                raise ValueError(f"GET {path}: {response.status} {text[:300]}")
-            body = json.loads(text)
-        if not isinstance(body, dict):
-            raise ValueError(f"GET {path}: answer is no object")
-        return body
-
-    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[JSON]:
-        """The events of one watch request, one JSON object a line, until the server ends it."""
-        # No total timeout: the server ends the watch (timeoutSeconds); a silent peer is caught by
-        # the read timeout (bookmarks and events keep a healthy watch talking).
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.request_timeout, sock_read=self.watch_timeout * 2 + 30
-        )
-        async with self._client().get(
-            self._url(path, query),
-            headers=self.connection.headers(),
-            ssl=self.connection.ssl_context,
-            timeout=timeout,
-        ) as response:
-            if response.status == 410:
-                raise WatchExpired()
-            if response.status != 200:
-                text = await response.text()
-                raise ValueError(f"watch {path}: {response.status} {text[:300]}")
-            buffer = b""
-            # Lines can be longer than aiohttp's readline limit (big ClusterRoles): split ourselves.
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    line, buffer = buffer[:end].strip(), buffer[end + 1 :]
-                    if line:
-                        event = json.loads(line)
-                        if isinstance(event, dict):
-                            yield event
-            if buffer.strip():
-                event = json.loads(buffer)
-                if isinstance(event, dict):
-                    yield event
+        await self._roles.stop()
+        await self._cluster_roles.stop()
+        await self.reader.close()
 
     def _changed(self) -> None:
         for callback in self.on_change:

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from apiserver.auth.delegated import ClusterConnection, in_cluster_connection, load_kubeconfig
+from apiserver.cluster.connection import ClusterConnection, in_cluster_connection, load_kubeconfig
 from apiserver.machinery.types import JSON
 
 APPLY = "application/apply-patch+yaml"

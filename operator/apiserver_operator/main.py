@@ -18,7 +18,7 @@ import kopf
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from apiserver.auth.delegated import SERVICE_ACCOUNT_DIR
+from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR
 from apiserver_operator import handlers, metrics
 from apiserver_operator.children import APISERVICE_NAMES
 from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment

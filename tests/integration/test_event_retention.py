@@ -33,7 +33,7 @@ from apiserver_operator.retention import (
 )
 from apiserver_operator.spec import EventRetention
 
-from apiserver.auth.delegated import ClusterConnection, load_kubeconfig
+from apiserver.cluster.connection import ClusterConnection, load_kubeconfig
 from apiserver.machinery.objectmeta import format_micro_time
 from tests.support.server import ServerProcess, free_port, start_server
 

@@ -23,15 +23,13 @@ from apiserver.auth.authn import (
 )
 from apiserver.auth.authz import Decision, PrivilegedGroups, forbidden
 from apiserver.auth.delegated import (
-    ClusterClient,
-    ClusterConnection,
     ExtensionAuthentication,
     SubjectAccessReviewAuthorizer,
     TokenReviewAuthenticator,
     TTLCache,
-    load_kubeconfig,
 )
 from apiserver.auth.requestinfo import RequestInfo, request_info
+from apiserver.cluster.connection import ClusterClient, ClusterConnection, load_kubeconfig
 from apiserver.http.middleware import authentication, authorization, status_errors
 from apiserver.machinery.user import UserInfo
 

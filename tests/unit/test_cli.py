@@ -42,6 +42,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--authorization-roles-file": ("roles.yaml", "roles.yaml"),
     "--authorize-endpoint-users": ("kube-apiserver", ["kube-apiserver"]),
     "--authorize-endpoint-groups": ("a,b", ["a", "b"]),
+    "--disable-admission-plugins": ("NamespaceLifecycle", ["NamespaceLifecycle"]),
     "--authentication-token-webhook-cache-ttl": ("2.5", 2.5),
     "--extension-authentication-refresh-interval": ("30", 30.0),
     "--authorization-webhook-cache-ttl": ("7", 7.0),
@@ -127,6 +128,10 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
         (["--secure-port", "x"], "argument --secure-port: invalid int value: 'x'"),
         (["--event-ttl", "an hour"], 'argument --event-ttl: time: invalid duration "an hour"'),
         (["--bogus"], "unrecognized arguments: --bogus"),
+        (
+            ["--disable-admission-plugins", "AlwaysPullImages"],
+            "--disable-admission-plugins: only NamespaceLifecycle can be disabled",
+        ),
     ],
 )
 def test_a_mistake_is_one_line(argv: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:

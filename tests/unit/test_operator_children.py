@@ -15,7 +15,7 @@ from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec, parse_spec
 
 from apiserver import pki
-from apiserver.auth.delegated import in_cluster_connection
+from apiserver.cluster.connection import in_cluster_connection
 from tests.support.manifests import validate_manifests
 
 ROOT = Path(__file__).resolve().parents[2]

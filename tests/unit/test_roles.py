@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from apiserver.auth.delegated import ClusterConnection
+from apiserver.cluster.connection import ClusterConnection
 from apiserver.rbac.authorizer import (
     BindingProblem,
     ProblemReason,
