@@ -47,6 +47,20 @@ def go_v(value: Any) -> str:
     return str(value)
 
 
+def json_kind(value: Any) -> str:
+    """How encoding/json names a decoded JSON value in an UnmarshalTypeError ("cannot unmarshal
+    <kind> into ...")."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "number"
+
+
 def go_type(value: Any) -> str:
     """The Go type a decoded JSON value has (reflect.TypeOf(...).String())."""
     if isinstance(value, dict):

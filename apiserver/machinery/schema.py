@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from apiserver.machinery import gotime, jsonvalue
 from apiserver.machinery.errors import StatusError
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.types import JSON
 
 
@@ -235,18 +236,6 @@ class _TypeMismatch(Exception):
     pass
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _reflect_kind(value: Any) -> str:
     """The reflect.Kind of a value as the unstructured converter holds it."""
     if isinstance(value, dict):
@@ -344,21 +333,21 @@ class _Decoder(_Unmarshal):
             return self.timestamp(t, raw, stack, owner)
         if isinstance(t, Struct):
             if not isinstance(raw, dict):
-                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+                raise self.mismatch(json_kind(raw), stack, owner, go_type_name(t))
             return self.struct(t.model, raw, path, stack)
         if isinstance(t, ListOf):
             if not isinstance(raw, list):
-                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+                raise self.mismatch(json_kind(raw), stack, owner, go_type_name(t))
             return [
                 self.zero(t.item) if item is None else self.value(t.item, item, f"{path}[{i}]", stack, owner)
                 for i, item in enumerate(raw)
             ]
         if isinstance(t, MapOf):
             if not isinstance(raw, dict):
-                raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+                raise self.mismatch(json_kind(raw), stack, owner, go_type_name(t))
             return self.map(t, raw, path, stack, owner)
         if not isinstance(raw, dict):
-            raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+            raise self.mismatch(json_kind(raw), stack, owner, go_type_name(t))
         # FieldsV1 keeps its raw JSON: nothing inside it is checked.
         return jsonvalue.plain(raw)
 
@@ -374,7 +363,7 @@ class _Decoder(_Unmarshal):
     def timestamp(self, t: Timestamp, raw: Any, stack: tuple[str, ...], owner: str) -> str | None:
         if not isinstance(raw, str):
             # Upstream's Time.UnmarshalJSON first decodes a JSON string.
-            raise self.mismatch(_json_kind(raw), stack, owner, "string")
+            raise self.mismatch(json_kind(raw), stack, owner, "string")
         try:
             return canonical_timestamp(raw, micro=t.micro)
         except gotime.TimeParseError as exc:
@@ -393,7 +382,7 @@ class _Decoder(_Unmarshal):
             if isinstance(raw, int) and low <= raw <= high:
                 return raw
             raise self.mismatch(f"number {raw!r}", stack, owner, t.name)
-        raise self.mismatch(_json_kind(raw), stack, owner, go_type_name(t))
+        raise self.mismatch(json_kind(raw), stack, owner, go_type_name(t))
 
     @staticmethod
     def mismatch(what: str, stack: tuple[str, ...], owner: str, go_type: str) -> _TypeMismatch:
@@ -449,7 +438,7 @@ class _Converter(_Unmarshal):
             return {key: self.item(t.value, item, jsonvalue.join(path, key)) for key, item in raw.items()}
         if not isinstance(raw, dict):
             # Upstream's FieldsV1 would keep any JSON; managedFields here must hold objects.
-            kind = _json_kind(raw)
+            kind = json_kind(raw)
             raise _TypeMismatch(f"json: cannot unmarshal {kind} into Go value of type {go_type_name(t)}")
         return jsonvalue.plain(raw)
 
@@ -482,7 +471,7 @@ def _convert_scalar(t: Scalar, raw: Any) -> Any:
 def _convert_timestamp(t: Timestamp, raw: Any) -> str | None:
     """Time.UnmarshalJSON of the value marshalled back to JSON: it must be a JSON string."""
     if not isinstance(raw, str):
-        raise _TypeMismatch(f"json: cannot unmarshal {_json_kind(raw)} into Go value of type string")
+        raise _TypeMismatch(f"json: cannot unmarshal {json_kind(raw)} into Go value of type string")
     try:
         return canonical_timestamp(raw, micro=t.micro)
     except gotime.TimeParseError as exc:
@@ -500,7 +489,7 @@ def decode_object(
     converted as a strategic merge patch's result is, errors worded as that converter words them.
     """
     if not isinstance(data, dict):
-        detail = f"json: cannot unmarshal {_json_kind(data)} into Go value of type {GO_PACKAGE}.{kind}"
+        detail = f"json: cannot unmarshal {json_kind(data)} into Go value of type {GO_PACKAGE}.{kind}"
         raise DecodeError(kind, version, detail)
     if unstructured:
         converter = _Converter()

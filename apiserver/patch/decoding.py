@@ -13,23 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver.machinery import errors, jsonvalue
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.types import JSON
 
 STRICT_VALIDATIONS = ("Strict", "Warn")
 """fieldValidation values for which upstream decodes patches strictly (Warn is the default)."""
-
-
-def json_kind(value: Any) -> str:
-    """How encoding/json names a JSON value in an UnmarshalTypeError."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    return "number"
 
 
 def same(a: Any, b: Any) -> bool:

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from apiserver.machinery import errors, jsonvalue
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.types import JSON
-from apiserver.patch.decoding import STRICT_VALIDATIONS, json_kind, not_an_object, same, unprocessable
+from apiserver.patch.decoding import STRICT_VALIDATIONS, not_an_object, same, unprocessable
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 """handlers/patch.go maxJSONPatchOperations; more operations answer 413."""

@@ -7,8 +7,9 @@ import copy
 from typing import Any
 
 from apiserver.machinery import errors
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.types import JSON
-from apiserver.patch.decoding import STRICT_VALIDATIONS, json_kind, not_an_object
+from apiserver.patch.decoding import STRICT_VALIDATIONS, not_an_object
 
 INVALID_JSON_PATCH = "Invalid JSON Patch"
 """json-patch's ErrBadJSONPatch: a merge patch that is no JSON object."""

@@ -13,8 +13,9 @@ import copy
 from typing import Any
 
 from apiserver.machinery import errors, gofmt, jsonvalue
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.types import JSON
-from apiserver.patch.decoding import json_kind, same, unprocessable
+from apiserver.patch.decoding import same, unprocessable
 from apiserver.patch.schema import PatchSchema, PatchStrategy
 from apiserver.patch.stable_sort import go_stable_sort
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from apiserver.machinery import errors
+from apiserver.machinery.gofmt import json_kind
 from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
@@ -104,16 +105,6 @@ def decode_patched(
     return typed(kind, decoded.obj)
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    return "number"
-
-
 def apply_configuration(config: Any) -> JSON:
     """A decoded apply patch as the configuration object it must be (null: an empty one)."""
     if config is None:
@@ -121,7 +112,7 @@ def apply_configuration(config: Any) -> JSON:
     if not isinstance(config, dict):
         raise errors.bad_request(
             "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
-            f"unmarshal {_json_kind(config)} into Go value of type map[string]interface {{}}"
+            f"unmarshal {json_kind(config)} into Go value of type map[string]interface {{}}"
         )
     return config
 
