@@ -52,13 +52,13 @@ from typing import Any
 
 import pytest
 
+from apiserver.machinery.types import JSON
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
 from tests.support.kubectl import event_body
 
 pytestmark = pytest.mark.e2e
 
-JSON = dict[str, Any]
 
 RBAC = "rbac.authorization.core.io"
 EVENTS = "events.core.io"

@@ -34,6 +34,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from apiserver.machinery.types import JSON
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 from tests.support.helm import Helm
 from tests.support.pods import EmulatedPod
@@ -42,7 +43,6 @@ from tests.support.tools import helm_path
 
 pytestmark = [pytest.mark.e2e]
 
-JSON = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "coreio"
 NS = "coreio-system"

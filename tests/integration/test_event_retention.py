@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import aiohttp
 import pytest
@@ -35,9 +34,9 @@ from apiserver_operator.spec import EventRetention
 
 from apiserver.cluster.connection import ClusterConnection, load_kubeconfig
 from apiserver.machinery.objectmeta import format_micro_time
+from apiserver.machinery.types import JSON
 from tests.support.server import ServerProcess, free_port, start_server
 
-JSON = dict[str, Any]
 API_VERSION = "events.core.io/v1"
 GC_NAMESPACES = [f"gc-{letter}" for letter in "abcde"]
 EXEMPT_NAMESPACE = "gc-exempt"

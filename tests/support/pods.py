@@ -31,11 +31,10 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
 
+from apiserver.machinery.types import JSON
 from tests.support.controlplane import ControlPlane
 
-JSON = dict[str, Any]
 # RFC 5737 TEST-NET-1: valid in Endpoints, routed nowhere, and never dialled (see above).
 POD_IP = "192.0.2.10"
 

@@ -15,6 +15,7 @@ from apiserver.auth.authz import Decision, forbidden
 from apiserver.auth.requestinfo import RequestInfo, request_info
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.options import ListOptions, WriteOptions
+from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.authorizer import RBACAuthorizer
 from apiserver.rbac.chain import (
@@ -35,7 +36,6 @@ from apiserver.resources.rolebinding import RoleBindingKind
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.unit.test_rbac import Bindings, binding, eventually, fresh
 
-JSON = dict[str, Any]
 RB = "/apis/rbac.authorization.core.io/v1"
 
 

@@ -10,6 +10,7 @@ import pytest
 from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery.errors import StatusError
+from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.authorizer import RBACAuthorizer
 from apiserver.rbac.chain import build_authorizer
@@ -23,8 +24,6 @@ from apiserver.rbac.escalation import (
 )
 from apiserver.rbac.roles import PolicyRule, Role, StaticRoleSource, rule
 from tests.unit.test_rbac import Bindings, binding
-
-JSON = dict[str, Any]
 
 
 def r(

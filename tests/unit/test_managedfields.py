@@ -31,10 +31,10 @@ from apiserver.apply.structure import (
     validate,
 )
 from apiserver.machinery.errors import StatusError
+from apiserver.machinery.types import JSON
 from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
 
-JSON = dict[str, Any]
 RB_API = "rbac.authorization.core.io/v1"
 ROLE_REF = {"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": "view"}
 

@@ -16,11 +16,11 @@ from apiserver_operator.spec import InstallationSpec, parse_spec
 
 from apiserver import pki
 from apiserver.cluster.connection import in_cluster_connection
+from apiserver.machinery.types import JSON
 from tests.support.manifests import validate_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "coreio" / "crds" / "installations.operator.core.io.yaml"
-JSON = dict[str, Any]
 
 SPECS: dict[str, JSON] = {
     "sqlite": {},

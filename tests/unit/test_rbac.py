@@ -15,6 +15,7 @@ import pytest
 from apiserver.auth.attributes import non_resource_attributes, resource_attributes
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery.options import DeleteOptions, ListOptions, WriteOptions
+from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.authorizer import (
     Binding,
@@ -32,7 +33,6 @@ from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
 from apiserver.storage.sqlite.backend import SQLiteStorage
 
-JSON = dict[str, Any]
 GROUP = "rbac.authorization.core.io"
 
 

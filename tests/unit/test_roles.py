@@ -7,13 +7,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from apiserver.cluster.connection import ClusterConnection
+from apiserver.machinery.types import JSON
 from apiserver.rbac.authorizer import (
     BindingProblem,
     ProblemReason,
@@ -35,7 +35,6 @@ from apiserver.rbac.roles import (
 )
 from tests.unit.test_rbac import binding, eventually, res, subject
 
-JSON = dict[str, Any]
 CORE_RBAC = "rbac.authorization.core.io"
 CORE_EVENTS = "events.core.io"
 

@@ -15,6 +15,7 @@ from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.http.middleware import authorization, status_errors
 from apiserver.machinery.errors import StatusError
+from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.authorizer import RBACAuthorizer
 from apiserver.rbac.chain import build_authorizer
@@ -27,8 +28,6 @@ from apiserver.rbac.webhook import (
     review_response,
 )
 from tests.unit.test_rbac import Bindings, binding
-
-JSON = dict[str, Any]
 
 
 def v1_review(**spec: Any) -> JSON:
