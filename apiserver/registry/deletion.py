@@ -20,10 +20,9 @@ from apiserver.machinery.options import DeleteOptions
 from apiserver.machinery.types import JSON
 from apiserver.registry.storage_errors import status_error
 from apiserver.registry.stored import StoredObjects
-from apiserver.registry.update import MAX_UPDATE_ATTEMPTS
 from apiserver.resources.base import ResourceKind
 from apiserver.storage.interface import KeyValue, StorageError
-from apiserver.storage.update import DELETE, Decision, guaranteed_update
+from apiserver.storage.update import DELETE, Decision
 
 GC_FINALIZERS = (FINALIZER_ORPHAN_DEPENDENTS, FINALIZER_DELETE_DEPENDENTS)
 _FINALIZER_OF_POLICY = {"Orphan": FINALIZER_ORPHAN_DEPENDENTS, "Foreground": FINALIZER_DELETE_DEPENDENTS}
@@ -110,15 +109,8 @@ class ObjectDeletion:
         self.deleted = False
 
     async def run(self) -> DeleteResult:
-        key = self.objects.key(self.namespace, self.name)
         try:
-            kv = await guaranteed_update(
-                self.objects.storage,
-                key,
-                self._decide,
-                ttl=self.objects.ttl_seconds,
-                max_attempts=MAX_UPDATE_ATTEMPTS,
-            )
+            kv = await self.objects.guaranteed_update(self.namespace, self.name, self._decide)
         except StorageError as exc:
             raise status_error(exc, GroupResource(self.kind.group, self.kind.plural), self.name) from exc
         obj = self.answer

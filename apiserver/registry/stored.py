@@ -9,6 +9,11 @@ from apiserver.machinery import objectmeta
 from apiserver.machinery.types import JSON
 from apiserver.resources.base import ResourceKind
 from apiserver.storage.interface import KeyValue, Storage
+from apiserver.storage.update import UpdateFn, guaranteed_update
+
+# How often a write that lost a compare-and-swap decides again before giving up (upstream retries
+# without bound inside GuaranteedUpdate; a bound keeps a hot key from pinning a request forever).
+MAX_UPDATE_ATTEMPTS = 32
 
 
 def typed(kind: ResourceKind, obj: JSON) -> JSON:
@@ -38,6 +43,20 @@ class StoredObjects:
         obj: JSON = json.loads(value)
         objectmeta.metadata(obj)["resourceVersion"] = str(revision)
         return obj
+
+    async def guaranteed_update(
+        self, namespace: str, name: str, decide: UpdateFn, *, create_if_missing: bool = False
+    ) -> KeyValue | None:
+        """The one read-modify-write loop every write of an existing object goes through, with
+        this kind's TTL; storage errors are the caller's to map."""
+        return await guaranteed_update(
+            self.storage,
+            self.key(namespace, name),
+            decide,
+            create_if_missing=create_if_missing,
+            ttl=self.ttl_seconds,
+            max_attempts=MAX_UPDATE_ATTEMPTS,
+        )
 
     def from_kv(self, kv: KeyValue) -> JSON:
         return self.decode(kv.value, kv.mod_revision)

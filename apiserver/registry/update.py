@@ -23,11 +23,7 @@ from apiserver.registry.storage_errors import status_error
 from apiserver.registry.stored import StoredObjects
 from apiserver.resources.base import Admission
 from apiserver.storage.interface import KeyNotFoundError, KeyValue, StorageError
-from apiserver.storage.update import DELETE, Decision, guaranteed_update
-
-# How often an update that lost a compare-and-swap is retried before giving up (upstream retries
-# without bound inside GuaranteedUpdate; a bound keeps a hot key from pinning a request forever).
-MAX_UPDATE_ATTEMPTS = 32
+from apiserver.storage.update import DELETE, Decision
 
 # The object to store, given the current one (the kind's empty object when there is none).
 Transform = Callable[[JSON], JSON]
@@ -82,15 +78,9 @@ class ObjectUpdate:
         self.deleting = False
 
     async def run(self) -> WriteResult:
-        key = self.objects.key(self.namespace, self.name)
         try:
-            kv = await guaranteed_update(
-                self.objects.storage,
-                key,
-                self._decide,
-                create_if_missing=self.update.allow_create,
-                ttl=self.objects.ttl_seconds,
-                max_attempts=MAX_UPDATE_ATTEMPTS,
+            kv = await self.objects.guaranteed_update(
+                self.namespace, self.name, self._decide, create_if_missing=self.update.allow_create
             )
         except KeyNotFoundError as exc:
             if not self.deleting:
