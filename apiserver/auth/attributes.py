@@ -15,15 +15,17 @@ from apiserver.auth.requestinfo import RequestInfo, request_info
 from apiserver.machinery.errors import go_quote
 from apiserver.machinery.user import UserInfo
 
+# Who the request is, as authentication found it.
+USER_KEY = web.RequestKey("user", UserInfo)
+
 
 def attributes_from_request(request: web.Request) -> RequestInfo:
-    """What an aiohttp request asks for (the user is `request["user"]`, set by authentication)."""
+    """What an aiohttp request asks for (the user is `request[USER_KEY]`, set by authentication)."""
     return request_info(request.method, request.path, request.query)
 
 
 def request_user(request: web.Request) -> UserInfo | None:
-    user = request.get("user")
-    return user if isinstance(user, UserInfo) else None
+    return request.get(USER_KEY)
 
 
 def resource_attributes(

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from apiserver.auth.attributes import request_user
 from apiserver.http import codec, query, table
 from apiserver.http.discovery import Discovery, etag
 from apiserver.http.responses import (
@@ -197,14 +198,14 @@ class ApiHandler:
 
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
-        opts.user = request.get("user")
+        opts.user = request_user(request)
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         result = await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
         return object_response(request, result.obj, status=201, warnings=result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
-        opts.user = request.get("user")
+        opts.user = request_user(request)
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
         assert route.name is not None
         result = await route.store.update(_ns(route), route.name, parsed.value, opts, parsed.yaml_duplicates)
@@ -230,7 +231,7 @@ class ApiHandler:
             apply=media == codec.APPLY_PATCH_TYPE,
             user_agent=_user_agent(request),
         )
-        opts.user = request.get("user")
+        opts.user = request_user(request)
         assert route.name is not None
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)

@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
+from apiserver.auth.attributes import request_user
 from apiserver.auth.requestinfo import RequestInfo, request_info
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
 from apiserver.machinery import errors
@@ -91,7 +92,7 @@ class InFlightLimit:
         if slots.limit == 0:
             return await handler(request)
         if slots.in_flight >= slots.limit:
-            user = request.get("user")
+            user = request_user(request)
             if isinstance(user, UserInfo) and PRIVILEGED_GROUP in user.groups:
                 return await handler(request)
             raise errors.too_many_requests(RETRY_AFTER_SECONDS)

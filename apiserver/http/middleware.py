@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from apiserver.auth.attributes import USER_KEY, request_user
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import Authorizer, forbidden
 from apiserver.auth.requestinfo import request_info
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 audit_log = logging.getLogger("coreio.audit")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-USER_KEY = web.AppKey("user", object)
 # Paths anyone may read without credentials, as kube-apiserver's health checks.
 PUBLIC_PREFIXES = ("/healthz", "/livez", "/readyz")
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -135,7 +135,7 @@ def authentication(chain: AuthenticatorChain) -> Middleware:
 async def _authenticated(request: web.Request, handler: Handler, user: UserInfo | None) -> web.StreamResponse:
     if user is None:
         raise errors.unauthorized()
-    request["user"] = user
+    request[USER_KEY] = user
     return await handler(request)
 
 
@@ -144,7 +144,7 @@ def authorization(authorizer: Authorizer) -> Middleware:
 
     @web.middleware
     async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = request.get("user")
+        user = request_user(request)
         if request.path.startswith(PUBLIC_PREFIXES) or not isinstance(user, UserInfo):
             return await handler(request)
         info = request_info(request.method, request.path, request.query)

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from apiserver import pki
+from apiserver.auth.attributes import USER_KEY
 from apiserver.auth.authn import (
     AuthenticatorChain,
     RequestHeaderAuthenticator,
@@ -130,7 +131,7 @@ class Authorities:
 
 
 async def _whoami(request: web.Request) -> web.Response:
-    user = request["user"]
+    user = request[USER_KEY]
     return web.json_response(
         {"name": user.name, "uid": user.uid, "groups": list(user.groups), "extra": user.extra}
     )

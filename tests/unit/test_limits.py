@@ -11,13 +11,14 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from apiserver.auth.attributes import USER_KEY
 from apiserver.http.limits import InFlightLimit, request_timeout
 from apiserver.http.middleware import Handler, status_errors
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.user import UserInfo
 
 LIST = "/apis/g/v1/namespaces/ns/things"
-# The user is kept under the key "user", as the authentication middleware keeps it.
+# The user is kept under USER_KEY, as the authentication middleware keeps it.
 pytestmark = pytest.mark.filterwarnings("ignore:It is recommended to use web.RequestKey")
 
 
@@ -63,7 +64,7 @@ def test_go_duration_errors(text: str, message: str) -> None:
 async def _user_from_header(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Stands in for authentication: the user named in X-Test-User, in the groups of X-Test-Groups."""
     groups = tuple(g for g in request.headers.get("X-Test-Groups", "").split(",") if g)
-    request["user"] = UserInfo(name=request.headers.get("X-Test-User", "someone"), groups=groups)
+    request[USER_KEY] = UserInfo(name=request.headers.get("X-Test-User", "someone"), groups=groups)
     return await handler(request)
 
 

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from apiserver.auth.attributes import USER_KEY
 from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.http.middleware import authorization, status_errors
@@ -150,7 +151,7 @@ def _as_header_user(request: web.Request) -> UserInfo:
 async def header_authentication(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    request["user"] = _as_header_user(request)
+    request[USER_KEY] = _as_header_user(request)
     return await handler(request)
 
 
