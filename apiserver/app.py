@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -12,8 +14,17 @@ from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.discovery import Discovery
 from apiserver.http.handlers import ApiHandler
+from apiserver.http.health import PostStartHooks
 from apiserver.http.limits import InFlightLimit, request_timeout
-from apiserver.http.middleware import MAX_BODY_BYTES, authentication, authorization, status_errors
+from apiserver.http.metrics import METRICS_KEY, ServerMetrics
+from apiserver.http.middleware import (
+    MAX_BODY_BYTES,
+    authentication,
+    authorization,
+    echo_audit_id,
+    request_context,
+    status_errors,
+)
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.openapi import OpenAPIService
 from apiserver.http.responses import object_response
@@ -25,19 +36,24 @@ from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.storage.interface import Storage
+from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
 STORAGE_KEY = web.AppKey("storage", Storage)
 AUTHORIZATION_KEY = web.AppKey("authorization", Authorization)
 
 
 def build_stores(
-    settings: Settings, storage: Storage, kinds: Sequence[ResourceKind] = KINDS
+    settings: Settings,
+    storage: Storage,
+    kinds: Sequence[ResourceKind] = KINDS,
+    metrics: StorageMetrics | None = None,
 ) -> list[ResourceStore]:
-    """One store a kind, its objects expiring as the kind's TTL (flag or default) says."""
+    """One store a kind, its objects expiring as the kind's TTL (flag or default) says; with
+    `metrics`, each store's storage calls are timed under its kind's resource."""
     return [
         ResourceStore(
             kind,
-            storage,
+            MeteredStorage(storage, metrics, str(kind.group_resource)) if metrics else storage,
             ttl_seconds=settings.ttl_seconds(kind),
             bookmark_interval=settings.watch_bookmark_interval,
         )
@@ -56,39 +72,84 @@ def build_app(
     """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them,
     after namespace lifecycle when the cluster's namespaces are known), authorization over the
     RoleBindings, the API, OpenAPI and system routes, and the lifecycle."""
-    stores = build_stores(settings, storage, kinds)
+    metrics = ServerMetrics(kinds)
+    stores = build_stores(settings, storage, kinds, metrics.storage)
     authz = server_authorization(authorization_config or AuthorizationConfig(), stores)
     for store in stores:
         generic = namespaces.admission(store.kind.group_resource) if namespaces else None
         store.admission = chained([generic, store.kind.admission(authz)])
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
-    app = _application(settings, authenticator, in_flight, authz)
+    metrics.add(in_flight)
+    metrics.add(authz.recorder)
+    app = _application(settings, authenticator, in_flight, authz, metrics)
     app[STORAGE_KEY] = storage
     app[AUTHORIZATION_KEY] = authz
+    app[METRICS_KEY] = metrics
     _add_api_routes(app, settings, storage, stores)
     OpenAPIService(kinds).add_routes(app.router)
-    system = SystemEndpoints(
-        storage,
-        ready_checks={"authorization": lambda: authz.ready},
-        metrics=(authz.recorder.metrics_text, in_flight.metrics_text),
-    )
-    system.add_routes(app.router)
     app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
+    # Start-up steps reported as upstream's post-start hooks, in its order.
+    hooks = PostStartHooks()
+    started = [hooks.add("generic-apiserver-start-informers")]
+    if settings.max_requests_inflight or settings.max_mutating_requests_inflight:
+        started.append(hooks.add("max-in-flight-filter"))
     _add_lifecycle(app, storage, authz)
+    if settings.etcd_count_metric_poll_period > 0:
+        counting = hooks.add("storage-object-count-tracker-hook")
+        _add_object_counts(app, metrics, stores, settings.etcd_count_metric_poll_period, counting)
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
+    _add_system_routes(app, storage, authz, namespaces, hooks, metrics)
+    app.on_startup.append(_all_done(started))  # after every start-up step above
     return app
 
 
+def _add_system_routes(
+    app: web.Application,
+    storage: Storage,
+    authz: Authorization,
+    namespaces: NamespaceLifecycle | None,
+    hooks: PostStartHooks,
+    metrics: ServerMetrics,
+) -> None:
+    """Health (`informer-sync` once authorization's index and roles, and the cluster's namespaces
+    if watched, are in), version and metrics."""
+
+    def informers_synced() -> bool:
+        return authz.ready and (namespaces is None or namespaces.namespaces.synced.is_set())
+
+    system = SystemEndpoints(
+        storage,
+        ready_checks={"informer-sync": informers_synced},
+        post_start_hooks=hooks,
+        metrics=(lambda: metrics.exposition().decode(),),
+    )
+    system.add_routes(app.router)
+
+
+def _all_done(steps: Sequence[Callable[[], None]]) -> Callable[[web.Application], Awaitable[None]]:
+    async def done(_app: web.Application) -> None:
+        for step in steps:
+            step()
+
+    return done
+
+
 def _application(
-    settings: Settings, authenticator: AuthenticatorChain, in_flight: InFlightLimit, authz: Authorization
+    settings: Settings,
+    authenticator: AuthenticatorChain,
+    in_flight: InFlightLimit,
+    authz: Authorization,
+    metrics: ServerMetrics,
 ) -> web.Application:
     """The application with its middleware, in upstream's order (DefaultBuildHandlerChain): the
-    request deadline outside authentication, the in-flight limit between authentication and
-    authorization."""
+    audit ID first, the request metrics around every answer, the request deadline outside
+    authentication, the in-flight limit between authentication and authorization."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
         middlewares=[
+            request_context,
+            metrics.middleware,
             status_errors,
             request_timeout(settings.request_timeout),
             authentication(authenticator),
@@ -97,6 +158,7 @@ def _application(
         ],
     )
     app[SEND_TIMEOUT_KEY] = settings.request_timeout
+    app.on_response_prepare.append(echo_audit_id)
     return app
 
 
@@ -140,6 +202,38 @@ def _add_lifecycle(app: web.Application, storage: Storage, authz: Authorization)
     app.on_startup.append(authz.on_startup)
     app.on_cleanup.append(authz.on_cleanup)
     app.on_cleanup.append(close_storage)
+
+
+def _add_object_counts(
+    app: web.Application,
+    metrics: ServerMetrics,
+    stores: Sequence[ResourceStore],
+    period: float,
+    started: Callable[[], None],
+) -> None:
+    """`apiserver_storage_objects` of each kind, counted every `period` seconds while the server
+    runs, as upstream's storage-object-count-tracker does; `started` once it runs."""
+    counted = [
+        (store.kind, store.storage, store.prefix(None))
+        for store in stores
+        if isinstance(store.storage, MeteredStorage)
+    ]
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(_app: web.Application) -> None:
+        tasks.append(
+            asyncio.create_task(metrics.observe_counts(counted, period), name="coreio-object-counts")
+        )
+        started()
+
+    async def stop(_app: web.Application) -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app.on_startup.append(start)
+    app.on_cleanup.insert(0, stop)
 
 
 def _add_namespace_lifecycle(app: web.Application, namespaces: NamespaceLifecycle) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from apiserver import server
+from apiserver import logs, server
 from apiserver.config import NAMESPACE_LIFECYCLE, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
@@ -84,6 +84,14 @@ _REFRESH_HELP = (
 _REQUEST_TIMEOUT_HELP = (
     "seconds (or a Go duration, 1m0s) before a request other than a watch is answered 504; idle or"
     " slow connections and stalled watches are closed after it too (0: no limit)"
+)
+_SHUTDOWN_DELAY_HELP = (
+    "at SIGTERM, how long (seconds or a Go duration) the server keeps serving with /readyz failing,"
+    " so that load balancers stop sending it requests, before it stops listening (default 0)"
+)
+_WATCH_GRACE_HELP = (
+    "then, over how long (at most) the open watches are ended, so that their clients do not all come"
+    " back at once (default 0: all at once); requests in flight get --request-timeout to finish"
 )
 
 FLAGS = (
@@ -163,6 +171,15 @@ FLAGS = (
     ),
     Flag("--request-timeout", _REQUEST_TIMEOUT_HELP, _duration),
     Flag("--compaction-interval", "seconds between compactions (0: never)", float),
+    Flag("--log-format", "log lines as text, or as one JSON object each", choices=("text", "json")),
+    Flag(
+        "--etcd-count-metric-poll-period",
+        "how often (seconds, or a Go duration) the stored objects of each resource are counted for"
+        " apiserver_storage_objects (0: never)",
+        _duration,
+    ),
+    Flag("--shutdown-delay-duration", _SHUTDOWN_DELAY_HELP, _duration),
+    Flag("--shutdown-watch-termination-grace-period", _WATCH_GRACE_HELP, _duration),
 )
 
 
@@ -218,4 +235,10 @@ def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KIND
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("aiohttp.server").addFilter(QuietMalformedRequests())
-    server.run(parse_args(argv, kinds), kinds)
+    settings = parse_args(argv, kinds)
+    logs.configure(settings.log_format)
+    try:
+        server.run(settings, kinds)
+    except server.StartError as exc:
+        # One line and status 1, as kube-apiserver ends when it cannot start.
+        sys.exit(f"{PROG}: error: {exc}")

@@ -73,6 +73,15 @@ class Settings:
     request_timeout: float = 60.0
     # How often history is compacted (kube-apiserver: every 5 minutes).
     compaction_interval: float = 300.0
+    # Log lines as text or one JSON object each ("json").
+    log_format: str = "text"
+    # How often apiserver_storage_objects is counted (kube-apiserver's flag; 0: never).
+    etcd_count_metric_poll_period: float = 60.0
+    # Graceful termination, as kube-apiserver's flags of the same names: how long /readyz fails
+    # while everything is still served before the listener closes, and over how long the open
+    # watches are then ended (0: all at once).
+    shutdown_delay_duration: float = 0.0
+    shutdown_watch_termination_grace_period: float = 0.0
 
     @property
     def standalone(self) -> bool:

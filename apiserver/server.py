@@ -1,34 +1,71 @@
-"""The run loop: storage, security and the application assembled for the served kinds, served over
-HTTPS until SIGINT or SIGTERM, then shut down gracefully."""
+"""The run loop. The data directory and the port are taken first, then the endpoint and its
+certificates, security, the storage and the application assembled for the served kinds are set up
+and served over HTTPS until SIGINT or SIGTERM; then the server shuts down gracefully, as
+kube-apiserver does. Whatever keeps it from starting is a StartError, worded as the one line the
+command prints."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import logging
+import os
 import signal
+import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from aiohttp import web
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from apiserver import pki, standalone
 from apiserver.app import build_app
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
+from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
 from apiserver.machinery.user import UserInfo
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
-from apiserver.security import configure_audit_log, configure_security, token_users
+from apiserver.security import Security, configure_audit_log, configure_security, token_users
 from apiserver.storage.factory import StorageOptions, open_storage
+from apiserver.storage.interface import StorageError
 
 log = logging.getLogger("coreio")
 # Request lines up to upstream's MaxHeaderBytes (1 MiB), for long label and field selectors.
 MAX_REQUEST_LINE_BYTES = 1 << 20
 # Watch bookmarks ride on the storage's progress notices: these come at least this often.
 MAX_PROGRESS_INTERVAL = 5.0
+# A starting server gives its storage this long to answer (asking again every quarter second).
+STORAGE_START_TIMEOUT = 5.0
+STORAGE_RETRY_INTERVAL = 0.25
+# How long requests in flight at shutdown may take to finish when --request-timeout is 0
+# (upstream's ShutdownTimeout is the request timeout, 60 s by default).
+DEFAULT_SHUTDOWN_TIMEOUT = 60.0
+# Then how long aiohttp gives what is left before cancelling it.
+STRAGGLER_TIMEOUT = 5.0
+LISTEN_BACKLOG = 128
+
+T = TypeVar("T")
+
+
+class StartError(Exception):
+    """Why the server cannot start, worded as its one line on stderr (kube-apiserver's wording where
+    it has one)."""
+
+
+def go_os_error(exc: OSError, op: str = "open") -> str:
+    """An OSError as Go's os package words it: `open /x: no such file or directory`."""
+    reason = exc.strerror or str(exc)
+    reason = reason[:1].lower() + reason[1:]
+    return f"{op} {exc.filename}: {reason}" if exc.filename is not None else reason
+
+
+def _problem(exc: BaseException) -> str:
+    return go_os_error(exc) if isinstance(exc, OSError) else str(exc)
 
 
 @dataclass
@@ -49,23 +86,35 @@ def endpoint(settings: Settings) -> Endpoint:
     """Standalone: the data directory's CA, serving certificate, admin token and kubeconfig, made
     or refreshed. Otherwise the files the flags name. Either way, --token-auth-file's users."""
     if settings.standalone:
-        files = standalone.bootstrap(
-            settings.data_dir, bind_address=settings.bind_address, port=settings.secure_port
-        )
+        try:
+            files = standalone.bootstrap(
+                settings.data_dir, bind_address=settings.bind_address, port=settings.secure_port
+            )
+        except (OSError, ValueError) as exc:
+            raise StartError(
+                f"failed to prepare data directory {settings.data_dir}: {_problem(exc)}"
+            ) from None
         found = Endpoint(
             files.server_url,
             files.serving_cert,
             files.serving_key,
             client_cas=[files.ca_cert],
-            tokens=token_users(files.token_file),
+            tokens=_token_users(files.token_file),
             kubeconfig=files.kubeconfig,
         )
     else:
         url = f"https://{settings.bind_address}:{settings.secure_port}"
         found = Endpoint(url, Path(settings.tls_cert_file), Path(settings.tls_private_key_file))
     if settings.token_auth_file:
-        found.tokens.update(token_users(Path(settings.token_auth_file)))
+        found.tokens.update(_token_users(Path(settings.token_auth_file)))
     return found
+
+
+def _token_users(path: Path) -> dict[str, UserInfo]:
+    try:
+        return token_users(path)
+    except (OSError, ValueError) as exc:
+        raise StartError(f"failed to load token file {path}: {_problem(exc)}") from None
 
 
 def storage_options(settings: Settings) -> StorageOptions:
@@ -81,69 +130,260 @@ def storage_options(settings: Settings) -> StorageOptions:
     )
 
 
+# --- what is checked before anything is served --------------------------------------------------
+
+
+@contextmanager
+def own_data_dir(settings: Settings) -> Iterator[None]:
+    """The data directory held by this process while inside (whatever the storage: standalone it
+    holds the certificates and the kubeconfig, on SQLite the database, in a cluster the delegated
+    CAs). A second server on it is refused, naming the first; a crashed one's lock is gone with it."""
+    address = standalone.server_url(settings.bind_address, settings.secure_port)
+    try:
+        lock = standalone.lock_data_dir(settings.data_dir, address)
+    except standalone.DataDirInUseError as exc:
+        raise StartError(str(exc)) from None
+    except OSError as exc:
+        raise StartError(f"failed to lock data directory {settings.data_dir}: {go_os_error(exc)}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _host_port(host: str, port: int) -> str:
+    """Go's net.JoinHostPort."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def listen(bind_address: str, port: int) -> socket.socket:
+    """The listening socket, taken before anything is set up (as upstream creates its listener
+    first): a port in use is reported at once, in kube-apiserver's words."""
+    where = _host_port(bind_address, port)
+    failed = f"failed to listen on {where}: listen tcp"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            bind_address or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        reason = exc.strerror or str(exc)
+        raise StartError(f"{failed}: lookup {bind_address}: {reason[:1].lower()}{reason[1:]}") from None
+    sock = socket.socket(family, kind, proto)
+    step = "bind"
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        step = "listen"
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise StartError(f"{failed} {where}: {step}: {go_os_error(exc)}") from None
+    return sock
+
+
+def _load(path: Path, load: Callable[[Path], T], failed: str, unparsable: str) -> T:
+    try:
+        return load(path)
+    except OSError as exc:
+        raise StartError(f"{failed}: {go_os_error(exc)}") from None
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise StartError(f"{failed}: {unparsable}") from None
+
+
+def check_serving_files(cert_file: Path, key_file: Path) -> None:
+    """StartError unless the serving certificate and key can be read and make a pair (Go's tls
+    package's words for what is wrong)."""
+    failed = f"failed to load serving certificate {cert_file} and key {key_file}"
+    certificates = _load(
+        cert_file, pki.load_certificates, failed, "tls: failed to find any PEM data in certificate input"
+    )
+    key = _load(key_file, pki.load_private_key, failed, "tls: failed to find any PEM data in key input")
+    if not pki.key_matches(certificates[0], key):
+        raise StartError(f"{failed}: tls: private key does not match public key")
+
+
+def check_ca_files(paths: Sequence[Path]) -> None:
+    """StartError unless each CA bundle the TLS layer trusts can be read and holds a certificate."""
+    for path in paths:
+        _load(
+            path,
+            pki.load_certificates,
+            f"failed to load CA bundle {path}",
+            "data does not contain any valid RSA or ECDSA certificates",
+        )
+
+
+async def check_storage(options: StorageOptions) -> None:
+    """StartError unless the storage starts and answers within STORAGE_START_TIMEOUT. Asked through
+    a client of its own without background work, so that nothing else tries (and logs) meanwhile."""
+    timeout = STORAGE_START_TIMEOUT
+    storage, described = open_storage(dataclasses.replace(options, compaction_interval=0))
+    last: BaseException | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            await storage.start()
+            while True:
+                try:
+                    await storage.current_revision()
+                    return
+                except (StorageError, OSError) as exc:
+                    last = exc
+                await asyncio.sleep(STORAGE_RETRY_INTERVAL)
+    except TimeoutError:
+        reason = _problem(last) if last is not None else "no answer"
+        raise StartError(f"cannot reach the storage ({described}) within {timeout:g}s: {reason}") from None
+    except (StorageError, OSError) as exc:
+        raise StartError(f"failed to start the storage ({described}): {_problem(exc)}") from None
+    finally:
+        await storage.close()
+
+
+# --- serving ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Started:
+    """A server set up and not yet serving: its runner, its lifecycle, and its storage in words."""
+
+    runner: web.AppRunner
+    lifecycle: Lifecycle
+    storage: str
+
+
 async def serve(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
-    """Serves `kinds` as `settings` say until SIGINT or SIGTERM."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    reached = endpoint(settings)
-    security = await configure_security(settings, reached.client_cas, reached.tokens)
-    serving = pki.ServingCertificate(reached.cert_file, reached.key_file, security.trusted_cas or None)
-    storage, storage_desc = open_storage(storage_options(settings))
-    configure_audit_log(settings.audit_log_path)
-    authenticator = AuthenticatorChain(security.authenticators)
+    """Serves `kinds` as `settings` say until SIGINT or SIGTERM, then shuts down gracefully; a
+    second signal ends the process at once. StartError: why it could not start."""
+    signals = Signals()
+    with own_data_dir(settings), closing(listen(settings.bind_address, settings.secure_port)) as sock:
+        reached = endpoint(settings)
+        if not settings.standalone:
+            check_serving_files(reached.cert_file, reached.key_file)
+        security = await configure_security(settings, reached.client_cas, reached.tokens)
+        try:
+            serving = serving_certificate(reached, security.trusted_cas)
+            await check_storage(storage_options(settings))
+            started = await start(settings, kinds, security)
+        except BaseException:
+            await security.close()
+            raise
+        site = web.SockSite(started.runner, sock, ssl_context=serving.context)
+        await site.start()
+        log.info("coreio-apiserver serving on %s (storage: %s)", reached.url, started.storage)
+        if reached.kubeconfig is not None:
+            log.info(
+                "kubeconfig written to %s; try: kubectl --kubeconfig %s api-resources",
+                reached.kubeconfig,
+                reached.kubeconfig,
+            )
+        await signals.received()
+        await shut_down(settings, started.runner, site, started.lifecycle)
+
+
+def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.ServingCertificate:
+    """The TLS context's certificate, key and client CAs; StartError when one cannot be used."""
+    check_ca_files(trusted_cas)
+    try:
+        return pki.ServingCertificate(reached.cert_file, reached.key_file, trusted_cas or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartError(f"failed to set up TLS: {_problem(exc)}") from None
+
+
+async def start(settings: Settings, kinds: Sequence[ResourceKind], security: Security) -> Started:
+    """The application set up (storage started, authorization's background work running), not
+    yet listening."""
+    storage, described = open_storage(storage_options(settings))
+    try:
+        configure_audit_log(settings.audit_log_path)
+    except OSError as exc:
+        raise StartError(f"failed to open audit log: {go_os_error(exc)}") from None
     app = build_app(
         settings,
         storage,
-        authenticator,
+        AuthenticatorChain(security.authenticators),
         security.authorization_config(settings),
         kinds,
         namespaces=security.namespace_lifecycle(settings),
     )
     app.on_cleanup.append(security.close)
-    runner = await start(app, settings, serving.context)
-    log.info("coreio-apiserver serving on %s (storage: %s)", reached.url, storage_desc)
-    if reached.kubeconfig is not None:
-        log.info(
-            "kubeconfig written to %s; try: kubectl --kubeconfig %s api-resources",
-            reached.kubeconfig,
-            reached.kubeconfig,
-        )
-    await stopped()
-    log.info("shutting down")
-    await runner.cleanup()
+    lifecycle = app[LIFECYCLE_KEY] = Lifecycle()
+    # Outermost, so that it counts each request until its answer is written.
+    app.middlewares.insert(0, lifecycle.middleware)
+    app.on_response_prepare.append(lifecycle.on_response_prepare)
+    runner = make_runner(app, settings)
+    try:
+        await runner.setup()
+    except (StorageError, OSError) as exc:
+        await runner.cleanup()
+        raise StartError(f"failed to start the storage ({described}): {_problem(exc)}") from None
+    return Started(runner, lifecycle, described)
 
 
-async def start(app: web.Application, settings: Settings, context: ssl.SSLContext) -> web.AppRunner:
-    """`app` listening on the bind address and port, over TLS."""
+def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
+    """The runner serving `app`: idle and slow connections limited by the request timeout."""
     # aiohttp's keep-alive timer also runs from a connection's start and ends a connection whose
     # request has not fully arrived by then: with it, idle connections and slow-loris clients are
     # closed after the request timeout (upstream: ReadHeaderTimeout 32 s, IdleTimeout 90 s).
     # A client that goes away cancels its handler, as it cancels the request's context upstream:
     # a watch whose client left ends at once instead of at its next event or its timeout.
-    runner = web.AppRunner(
+    return web.AppRunner(
         app,
         access_log=None,
         handle_signals=False,
         handler_cancellation=True,
-        shutdown_timeout=5,
+        shutdown_timeout=STRAGGLER_TIMEOUT,
         keepalive_timeout=settings.request_timeout or 90.0,
         max_line_size=MAX_REQUEST_LINE_BYTES,
     )
-    await runner.setup()
-    site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=context)
-    await site.start()
-    return runner
 
 
-async def stopped() -> None:
-    """Returns at the first SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
+async def shut_down(
+    settings: Settings, runner: web.AppRunner, site: web.BaseSite, lifecycle: Lifecycle
+) -> None:
+    """kube-apiserver's graceful termination: /readyz fails at once while everything is still
+    served for --shutdown-delay-duration (load balancers take the server out meanwhile); then the
+    listener closes, the open watches end normally (spread over
+    --shutdown-watch-termination-grace-period), the requests in flight finish (within the request
+    timeout) and the storage closes last."""
+    lifecycle.initiate_shutdown()
+    delay = settings.shutdown_delay_duration
+    log.info("shutting down: /readyz fails from now on%s", f", serving {delay:g}s more" if delay else "")
+    await asyncio.sleep(delay)
+    await site.stop()
+    ended = await lifecycle.end_watches(settings.shutdown_watch_termination_grace_period)
+    log.info("stopped listening; ended %d watch(es); %d request(s) in flight", ended, lifecycle.in_flight)
+    try:
+        async with asyncio.timeout(settings.request_timeout or DEFAULT_SHUTDOWN_TIMEOUT):
+            await lifecycle.drained()
+    except TimeoutError:
+        log.warning("%d request(s) still in flight; cancelling them", lifecycle.in_flight)
+    await runner.cleanup()
+    log.info("shut down")
+
+
+class Signals:
+    """SIGINT and SIGTERM: the first starts the graceful shutdown; a second ends the process at
+    once with status 1, as upstream's signal handler does."""
+
+    def __init__(self) -> None:
+        self._first = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._first.is_set():
+            log.warning("second %s: exiting now", name)
+            os._exit(1)
+        log.info("received %s", name)
+        self._first.set()
+
+    async def received(self) -> None:
+        await self._first.wait()
 
 
 def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
-    """`serve` in a fresh event loop; an interrupt before the signal handlers are set ends quietly."""
-    with contextlib.suppress(KeyboardInterrupt):
+    """`serve` in a fresh event loop; an interrupt before the signal handlers are set ends quietly.
+    StartError: why the server could not start."""
+    with suppress(KeyboardInterrupt):
         asyncio.run(serve(settings, kinds))

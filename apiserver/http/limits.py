@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from apiserver.auth.attributes import request_user
 from apiserver.auth.requestinfo import RequestInfo, request_info
@@ -74,7 +76,7 @@ class InFlightLimit:
     The rest are answered 429 with Retry-After: 1, as kube-apiserver without priority and fairness.
     Health checks are not counted either (upstream's default priority and fairness configuration
     exempts them: the "probes" flow schema), nor /metrics, so that an overload can be watched.
-    `metrics_text` shows the requests in flight, and the long-running ones, in upstream's names."""
+    `collect` shows the requests in flight, and the long-running ones, in upstream's names."""
 
     def __init__(self, read_only_limit: int, mutating_limit: int) -> None:
         self.read_only = _Slots(read_only_limit)
@@ -116,27 +118,33 @@ class InFlightLimit:
             if not self.long_running[labels]:
                 del self.long_running[labels]  # label values come from any path a client sends
 
-    def metrics_text(self) -> str:
-        lines = [
-            "# HELP apiserver_current_inflight_requests Number of requests in flight, by kind (read-only"
-            " or mutating), counted against --max-requests-inflight and --max-mutating-requests-inflight.",
-            "# TYPE apiserver_current_inflight_requests gauge",
-            f'apiserver_current_inflight_requests{{request_kind="mutating"}} {self.mutating.in_flight}',
-            f'apiserver_current_inflight_requests{{request_kind="readOnly"}} {self.read_only.in_flight}',
-            "# HELP apiserver_longrunning_requests Gauge of all active long-running apiserver requests"
-            " broken out by verb, group, version, resource, scope and component.",
-            "# TYPE apiserver_longrunning_requests gauge",
-        ]
-        names = ("component", "group", "resource", "scope", "subresource", "verb", "version")
+    def collect(self) -> Iterator[Metric]:
+        """The requests in flight, and the long-running ones, in upstream's names (a collector of
+        the server's metrics registry)."""
+        in_flight = GaugeMetricFamily(
+            "apiserver_current_inflight_requests",
+            "Number of requests in flight, by kind (read-only or mutating), counted against"
+            " --max-requests-inflight and --max-mutating-requests-inflight.",
+            labels=("request_kind",),
+        )
+        in_flight.add_metric(("mutating",), self.mutating.in_flight)
+        in_flight.add_metric(("readOnly",), self.read_only.in_flight)
+        yield in_flight
+        long_running = GaugeMetricFamily(
+            "apiserver_longrunning_requests",
+            "Gauge of all active long-running apiserver requests broken out by verb, group, version,"
+            " resource, scope and component.",
+            labels=_LONG_RUNNING_LABELS,
+        )
         for labels, count in sorted(self.long_running.items()):
-            text = ",".join(f'{name}="{_escape(value)}"' for name, value in zip(names, labels, strict=True))
-            lines.append(f"apiserver_longrunning_requests{{{text}}} {count}")
-        return "\n".join(lines) + "\n"
+            long_running.add_metric(labels, count)
+        yield long_running
+
+    def metrics_text(self) -> str:
+        return generate_latest(self).decode()
 
 
-def _escape(value: str) -> str:
-    """A label value in Prometheus' text format."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+_LONG_RUNNING_LABELS = ("component", "group", "resource", "scope", "subresource", "verb", "version")
 
 
 def _long_running_labels(info: RequestInfo) -> tuple[str, ...]:

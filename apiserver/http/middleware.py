@@ -1,4 +1,5 @@
-"""Middleware: every failure as a Status body, and authentication (with its audit line)."""
+"""Middleware: each request's audit ID, every failure as a Status body, and authentication (with its
+audit line)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from apiserver import logs
 from apiserver.auth.attributes import USER_KEY, request_user
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import Authorizer, forbidden
@@ -31,6 +33,34 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Paths anyone may read without credentials, as kube-apiserver's health checks.
 PUBLIC_PREFIXES = ("/healthz", "/livez", "/readyz")
 MAX_BODY_BYTES = 3 * 1024 * 1024
+# A request's audit ID comes in this header, or else this one, or is made up; the answer carries it
+# back in the first, as Go's canonical form writes kube-apiserver's `Audit-ID`.
+AUDIT_ID_HEADER = "Audit-Id"
+REQUEST_ID_HEADER = "X-Request-Id"
+AUDIT_ID_KEY = web.RequestKey("audit_id", str)
+
+
+@web.middleware
+async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Gives the request its audit ID (upstream's WithAuditInit), for its answer (`echo_audit_id`),
+    its audit event and every line logged while it is handled (`apiserver.logs.request_id`)."""
+    audit_id = (
+        request.headers.get(AUDIT_ID_HEADER) or request.headers.get(REQUEST_ID_HEADER) or str(uuid.uuid4())
+    )
+    request[AUDIT_ID_KEY] = audit_id
+    token = logs.request_id.set(audit_id)
+    try:
+        return await handler(request)
+    finally:
+        logs.request_id.reset(token)
+
+
+async def echo_audit_id(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """For `on_response_prepare`: every answer to a request names its audit ID, written or streamed
+    (a watch), error or not, unless the answer already names one."""
+    audit_id = request.get(AUDIT_ID_KEY) if isinstance(request, web.Request) else None
+    if audit_id and AUDIT_ID_HEADER not in response.headers:
+        response.headers[AUDIT_ID_HEADER] = audit_id
 
 
 def _from_http_exception(exc: web.HTTPException) -> errors.StatusError:
@@ -75,7 +105,7 @@ def audit_event(
         "kind": "Event",
         "apiVersion": "audit.k8s.io/v1",
         "level": "Metadata",
-        "auditID": request.headers.get("Audit-ID") or str(uuid.uuid4()),
+        "auditID": request.get(AUDIT_ID_KEY) or request.headers.get(AUDIT_ID_HEADER) or str(uuid.uuid4()),
         "stage": "ResponseComplete",
         "requestURI": request.path_qs,
         "verb": info.verb,

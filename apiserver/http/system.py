@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -9,11 +10,15 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 
 from apiserver import __version__
+from apiserver.http.health import Check, PostStartHooks, answer_check, answer_probe
+from apiserver.http.lifecycle import LIFECYCLE_KEY
 from apiserver.http.responses import NO_CACHE, object_response
-from apiserver.storage.interface import Storage, StorageError
+from apiserver.storage.interface import Storage
 
 KUBERNETES_MINOR = "33"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+# kube-apiserver's --etcd-healthcheck-timeout and --etcd-readycheck-timeout (2 s each).
+STORAGE_CHECK_TIMEOUT = 2.0
 
 
 def version_info() -> dict[str, str]:
@@ -38,21 +43,26 @@ def _arch() -> str:
 class SystemEndpoints:
     """Health, version and metrics of one server.
 
-    Every probe reports `ping` and `storage`; /healthz and /readyz read the storage's revision to
-    tell (a live process need not reach its storage, so /livez does not); /readyz adds each of
-    `ready_checks` (e.g. authorization synced). A check's own path (/readyz/ping) runs them all
-    too, and `?verbose` lists each. `metrics` are the Prometheus texts /metrics joins.
+    The probes run upstream's checks, in its order and by its names (`apiserver.http.health`):
+    `ping`, `log`, `etcd` (the storage answers its revision within 2 s; /livez leaves it out, as a
+    live process need not reach its storage), on /readyz `etcd-readiness` and each of
+    `ready_checks` (e.g. `informer-sync`: authorization's informers have synced), then each of
+    `post_start_hooks`, and last on /readyz `shutdown`, which fails from the moment the server's
+    shutdown is initiated while the rest is still served. `metrics` are the Prometheus texts
+    /metrics joins.
     """
 
     def __init__(
         self,
         storage: Storage,
         *,
-        ready_checks: Mapping[str, Callable[[], bool]] | None = None,
+        ready_checks: Mapping[str, Check] | None = None,
+        post_start_hooks: PostStartHooks | None = None,
         metrics: Sequence[Callable[[], str]] = (),
     ) -> None:
         self.storage = storage
         self.ready_checks = dict(ready_checks or {})
+        self.post_start_hooks = post_start_hooks or PostStartHooks()
         self.metrics_texts = tuple(metrics)
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
@@ -67,39 +77,41 @@ class SystemEndpoints:
         return object_response(request, version_info())
 
     async def metrics(self, request: web.Request) -> web.StreamResponse:
+        # Prometheus' text format 0.0.4, as kube-apiserver answers a scrape that asks for no other.
         return web.Response(
-            text="".join(text() for text in self.metrics_texts),
-            content_type="text/plain",
-            headers={"Cache-Control": NO_CACHE},
+            body="".join(text() for text in self.metrics_texts).encode(),
+            headers={"Cache-Control": NO_CACHE, "Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
         )
 
     async def health(self, request: web.Request) -> web.StreamResponse:
-        check = request.path.strip("/")
-        checks = await self._checks(check)
-        healthy = all(checks.values())
-        if "verbose" in request.query:
-            lines = [
-                f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}" for name, ok in checks.items()
-            ]
-            lines.append(f"{check} check {'passed' if healthy else 'failed'}")
-            text = "\n".join(lines) + "\n"
-        else:
-            text = "ok" if healthy else f"{check} check failed"
-        return web.Response(
-            status=200 if healthy else 500,
-            text=text,
-            content_type="text/plain",
-            headers={"Cache-Control": NO_CACHE, "X-Content-Type-Options": "nosniff"},
-        )
+        probe = request.path.strip("/").split("/", 1)[0]
+        checks = self.checks(request, probe)
+        check = request.match_info.get("check")
+        if check is not None:
+            return await answer_check(check, checks)
+        return await answer_probe(request, probe, checks)
 
-    async def _checks(self, check: str) -> dict[str, bool]:
-        """Each check of the probe `check` names (`readyz`, `healthz/ping`, ...), in order."""
-        checks = {"ping": True, "storage": True}
-        if check.startswith("readyz"):
-            checks.update((name, ready()) for name, ready in self.ready_checks.items())
-        if check.startswith(("readyz", "healthz")):
-            try:
-                await self.storage.current_revision()
-            except (StorageError, OSError):
-                checks["storage"] = False
+    def checks(self, request: web.Request, probe: str) -> list[tuple[str, Check]]:
+        """The checks of `probe` (healthz, livez or readyz), in upstream's order."""
+        checks: list[tuple[str, Check]] = [("ping", _passes), ("log", _passes)]
+        if probe != "livez":
+            checks.append(("etcd", self._storage_answers))
+        if probe == "readyz":
+            checks.append(("etcd-readiness", self._storage_answers))
+            checks += self.ready_checks.items()
+        checks += self.post_start_hooks.checks()
+        if probe == "readyz":
+            lifecycle = request.config_dict.get(LIFECYCLE_KEY)
+            checks.append(("shutdown", lambda: lifecycle is None or not lifecycle.shutdown_initiated))
         return checks
+
+    async def _storage_answers(self) -> None:
+        try:
+            async with asyncio.timeout(STORAGE_CHECK_TIMEOUT):
+                await self.storage.current_revision()
+        except TimeoutError:
+            raise TimeoutError(f"the storage did not answer within {STORAGE_CHECK_TIMEOUT:g}s") from None
+
+
+def _passes() -> bool:
+    return True

