@@ -23,8 +23,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.etcd import EtcdProcess  # noqa: E402
-from tests.support.server import ServerProcess, start_server  # noqa: E402
+from tests.support.etcd import EtcdProcess
+from tests.support.server import ServerProcess, start_server
 
 RB = "/apis/rbac.authorization.core.io/v1/namespaces/bench/rolebindings"
 
@@ -80,7 +80,9 @@ async def run(server: ServerProcess, objects: int, concurrency: int) -> None:
         names = [f"rb-{i:05d}" for i in range(objects)]
         elapsed, lat = await timed_requests(session, url, [("POST", RB, body(n)) for n in names], concurrency)
         report("create", elapsed, lat)
-        elapsed, lat = await timed_requests(session, url, [("GET", f"{RB}/{n}", None) for n in names], concurrency)
+        elapsed, lat = await timed_requests(
+            session, url, [("GET", f"{RB}/{n}", None) for n in names], concurrency
+        )
         report("get", elapsed, lat)
         patch = [("PATCH", f"{RB}/{n}", None) for n in names]
         semaphore = asyncio.Semaphore(concurrency)
@@ -114,7 +116,9 @@ async def run(server: ServerProcess, objects: int, concurrency: int) -> None:
         ready = asyncio.Event()
 
         async def watcher(index: int) -> None:
-            async with session.get(url + RB + f"?watch=1&resourceVersion={start_rv}&timeoutSeconds=60") as resp:
+            async with session.get(
+                url + RB + f"?watch=1&resourceVersion={start_rv}&timeoutSeconds=60"
+            ) as resp:
                 if index == 0:
                     ready.set()
                 async for line in resp.content:
