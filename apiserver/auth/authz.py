@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from aiohttp import web
+
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery import errors
 from apiserver.machinery.user import MASTERS_GROUP, UserInfo
@@ -27,6 +29,11 @@ ALLOW = Decision(True)
 
 class Authorizer(Protocol):
     async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision: ...
+
+
+# The authorizer that ruled on the request, for a handler that must ask it again (the unsafe delete
+# of a corrupt object needs a verb of its own).
+AUTHORIZER_KEY: web.RequestKey[Authorizer] = web.RequestKey("authorizer")
 
 
 class AlwaysAllow:

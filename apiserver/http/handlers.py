@@ -8,7 +8,8 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from apiserver.auth.attributes import request_user
+from apiserver.auth.attributes import request_user, resource_attributes
+from apiserver.auth.authz import AUTHORIZER_KEY
 from apiserver.http import codec, query, table
 from apiserver.http.discovery import Discovery, etag
 from apiserver.http.metrics import AGGREGATED_DISCOVERY_KEY, METRICS_KEY
@@ -31,6 +32,8 @@ from apiserver.registry.store import ResourceStore
 # v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
 AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+# The verb a user must also be allowed to delete an object that no longer decodes.
+UNSAFE_DELETE_VERB = "unsafe-delete-ignore-read-errors"
 _PATCHERS: dict[str, type[Patcher]] = {
     codec.JSON_PATCH_TYPE: JSONPatcher,
     codec.MERGE_PATCH_TYPE: MergePatcher,
@@ -284,6 +287,8 @@ class ApiHandler:
     async def _delete(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = await self._delete_options(request)
         assert route.name is not None
+        if opts.ignore_store_read_error:
+            return await self._delete_corrupt(request, route, opts)
         result = await route.store.delete(_ns(route), route.name, opts)
         if not result.deleted:
             # Finalizers hold it: the object, now carrying deletionTimestamp. As upstream, 202 only
@@ -300,11 +305,50 @@ class ApiHandler:
         }
         return object_response(request, success_status(details))
 
+    async def _delete_corrupt(
+        self, request: web.Request, route: ResourceRoute, opts: DeleteOptions
+    ) -> web.StreamResponse:
+        """DELETE with ignoreStoreReadErrorWithClusterBreakingPotential: valid options first, then
+        upstream's second authorization (the verb unsafe-delete-ignore-read-errors on the object),
+        then the removal without reading it. Answered as upstream does, without the object."""
+        assert route.name is not None
+        opts.validate()
+        await _authorize_unsafe_delete(request, route)
+        kind = route.store.kind
+        await route.store.delete_corrupt(_ns(route), route.name, opts)
+        status = success_status({"name": route.name, "kind": kind.kind})
+        status["code"] = 200
+        return object_response(request, status)
+
     async def _delete_collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         delete_opts = await self._delete_options(request)
         list_opts = query.list_options(request.query, route.store.kind)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
         return object_response(request, result)
+
+
+async def _authorize_unsafe_delete(request: web.Request, route: ResourceRoute) -> None:
+    """Whether the user may also do `unsafe-delete-ignore-read-errors` on the object; refused with
+    upstream's admission Forbidden wording."""
+    kind = route.store.kind
+    gr = errors.GroupResource(kind.group, kind.plural)
+    name = route.name or ""
+    authorizer = request.get(AUTHORIZER_KEY)
+    user = request_user(request)
+    if authorizer is None or user is None:
+        raise errors.internal_error("no authorizer provided, unable to authorize unsafe delete")
+    info = resource_attributes(
+        UNSAFE_DELETE_VERB,
+        api_group=kind.group,
+        api_version=kind.version,
+        resource=kind.plural,
+        namespace=route.namespace or "",
+        name=name,
+    )
+    decision = await authorizer.authorize(user, info)
+    if not decision.allowed:
+        why = f"not permitted to do {errors.go_quote(UNSAFE_DELETE_VERB)}, reason: {decision.reason}"
+        raise errors.forbidden_error(gr, name, why)
 
 
 def _check_name(name: str) -> None:

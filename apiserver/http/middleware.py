@@ -16,7 +16,7 @@ from aiohttp.typedefs import Middleware
 from apiserver import logs
 from apiserver.auth.attributes import USER_KEY, request_user
 from apiserver.auth.authn import AuthenticatorChain
-from apiserver.auth.authz import Authorizer, forbidden
+from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
 from apiserver.auth.requestinfo import request_info
 from apiserver.http.responses import status_response
 from apiserver.machinery import errors
@@ -181,6 +181,7 @@ def authorization(authorizer: Authorizer) -> Middleware:
         decision = await authorizer.authorize(user, info)
         if not decision.allowed:
             raise forbidden(user, info, decision.reason)
+        request[AUTHORIZER_KEY] = authorizer
         return await handler(request)
 
     return authorize

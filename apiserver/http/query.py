@@ -9,6 +9,7 @@ from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
     FIELD_VALIDATION_STRICT,
     FIELD_VALIDATION_WARN,
+    IGNORE_STORE_READ_ERROR,
     DeleteOptions,
     ListOptions,
     Preconditions,
@@ -121,6 +122,7 @@ def delete_options(query: Query) -> DeleteOptions:
     policy = query.get("propagationPolicy")
     opts.propagation_policy = policy if policy else None
     opts.orphan_dependents = parse_bool(query, "orphanDependents")
+    opts.ignore_store_read_error = bool(parse_bool(query, IGNORE_STORE_READ_ERROR))
     opts.preconditions = Preconditions(
         uid=query.get("preconditions.uid") or None,
         resource_version=query.get("preconditions.resourceVersion") or None,

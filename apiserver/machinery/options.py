@@ -139,6 +139,9 @@ class Preconditions:
     resource_version: str | None = None
 
 
+IGNORE_STORE_READ_ERROR = "ignoreStoreReadErrorWithClusterBreakingPotential"
+
+
 @dataclass
 class DeleteOptions:
     dry_run: bool = False
@@ -146,6 +149,8 @@ class DeleteOptions:
     propagation_policy: str | None = None
     preconditions: Preconditions = field(default_factory=Preconditions)
     orphan_dependents: bool | None = None
+    # ignoreStoreReadErrorWithClusterBreakingPotential: remove an object that no longer decodes.
+    ignore_store_read_error: bool = False
 
     def validate(self) -> None:
         errs: list[FieldError] = []
@@ -165,11 +170,30 @@ class DeleteOptions:
                     ["Foreground", "Background", "Orphan", "nil"],
                 )
             )
-        if self.grace_period_seconds is not None and self.grace_period_seconds < 0:
-            # Upstream treats negative grace periods as 1; nothing to reject.
-            pass
+        errs.extend(self._unsafe_delete_errors())
         if errs:
             raise errors.invalid_error("meta.k8s.io", "DeleteOptions", "", errs)
+
+    def _unsafe_delete_errors(self) -> list[FieldError]:
+        """The options an unsafe delete of a corrupt object may not be combined with (upstream's
+        ValidateIgnoreStoreReadError)."""
+        if not self.ignore_store_read_error:
+            return []
+        others = (
+            (self.dry_run, ".dryRun"),
+            (self.propagation_policy is not None, ".propagationPolicy"),
+            (self.orphan_dependents is not None, ".orphanDependents"),
+            (self.grace_period_seconds is not None, ".gracePeriodSeconds"),
+            (
+                self.preconditions.uid is not None or self.preconditions.resource_version is not None,
+                ".preconditions",
+            ),
+        )
+        return [
+            errors.invalid(IGNORE_STORE_READ_ERROR, True, f"cannot be set together with {name}")
+            for given, name in others
+            if given
+        ]
 
 
 def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -> DeleteOptions:
@@ -185,6 +209,7 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
         propagation_policy=base.propagation_policy,
         preconditions=Preconditions(base.preconditions.uid, base.preconditions.resource_version),
         orphan_dependents=base.orphan_dependents,
+        ignore_store_read_error=base.ignore_store_read_error,
     )
     grace = body.get("gracePeriodSeconds")
     if grace is not None:
@@ -201,6 +226,11 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
         if not isinstance(orphan, bool):
             raise errors.bad_request("DeleteOptions.orphanDependents must be a boolean")
         opts.orphan_dependents = orphan
+    unsafe = body.get(IGNORE_STORE_READ_ERROR)
+    if unsafe is not None:
+        if not isinstance(unsafe, bool):
+            raise errors.bad_request(f"DeleteOptions.{IGNORE_STORE_READ_ERROR} must be a boolean")
+        opts.ignore_store_read_error = unsafe
     dry_run = body.get("dryRun")
     if dry_run is not None:
         opts.dry_run = parse_dry_run(dry_run if isinstance(dry_run, list) else [dry_run], "DeleteOptions")

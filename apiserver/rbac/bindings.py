@@ -175,9 +175,11 @@ class BindingIndex:
                 ended = await self._watch(store)
                 if ended is None:
                     continue  # the stream just ended: watch again from where it stopped
-                relist = ended == 410  # our revision was compacted away; anything else: resume
-                if relist:
-                    continue
+                # An ERROR ended it: list again, as client-go's reflector does. Resuming would meet
+                # the same event again (an object that no longer decodes, until it is deleted).
+                relist = True
+                if ended == 410:
+                    continue  # our revision was compacted away: relist at once
             except StatusError as exc:
                 relist = relist or exc.code == 410
                 log.warning("RoleBinding index: %s; retrying in %.1fs", exc.message, backoff)

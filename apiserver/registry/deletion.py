@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from apiserver.machinery import errors, objectmeta
 from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.metav1 import FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS
-from apiserver.machinery.options import DeleteOptions
+from apiserver.machinery.options import IGNORE_STORE_READ_ERROR, DeleteOptions
 from apiserver.machinery.types import JSON
 from apiserver.registry.storage_errors import status_error
-from apiserver.registry.stored import StoredObjects
+from apiserver.registry.stored import CorruptObjectError, StoredObjects
 from apiserver.resources.base import ResourceKind
-from apiserver.storage.interface import KeyValue, StorageError
-from apiserver.storage.update import DELETE, Decision
+from apiserver.storage.interface import KeyNotFoundError, KeyValue, StorageError
+from apiserver.storage.update import DELETE, Decision, guaranteed_update
 
 GC_FINALIZERS = (FINALIZER_ORPHAN_DEPENDENTS, FINALIZER_DELETE_DEPENDENTS)
 _FINALIZER_OF_POLICY = {"Orphan": FINALIZER_ORPHAN_DEPENDENTS, "Foreground": FINALIZER_DELETE_DEPENDENTS}
@@ -135,3 +135,37 @@ class ObjectDeletion:
             return None
         self.answer = None
         return self.objects.encode(marked)
+
+
+def _is_corrupt(objects: StoredObjects, kv: KeyValue | None) -> bool:
+    if kv is None:
+        return False
+    try:
+        objects.from_kv(kv)
+    except CorruptObjectError:
+        return True
+    return False
+
+
+async def delete_corrupt(objects: StoredObjects, namespace: str, name: str) -> bool:
+    """The unsafe delete of an object that no longer decodes (DeleteOptions
+    ignoreStoreReadErrorWithClusterBreakingPotential), as upstream's corrupt object deleter: the
+    key is removed without reading the object, so no precondition, finalizer or admission applies.
+    Refused (422) for an object that decodes or does not exist. False when it was gone already."""
+    gr = GroupResource(objects.kind.group, objects.kind.plural)
+    key = objects.key(namespace, name)
+    try:
+        kv = await objects.storage.get(key)
+        if not _is_corrupt(objects, kv):
+            refusal = errors.invalid(
+                IGNORE_STORE_READ_ERROR,
+                True,
+                "is exclusively used to delete corrupt object(s), try again by removing this option",
+            )
+            raise errors.invalid_error(gr.group, gr.resource, name, [refusal])
+        await guaranteed_update(objects.storage, key, lambda _current: DELETE, current=kv)
+    except KeyNotFoundError:
+        return False
+    except StorageError as exc:
+        raise status_error(exc, gr, name) from exc
+    return True

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from apiserver.machinery import errors
 from apiserver.machinery.errors import GroupResource, StatusError
+from apiserver.registry.stored import CorruptObjectError
 from apiserver.storage.interface import (
     CompactedError,
     FutureRevisionError,
@@ -33,6 +34,9 @@ INCONSISTENT_CONTINUE = (
     "the first chunk was returned and now may show up in the list."
 )
 NO_RESOURCE = GroupResource("", "")
+# Upstream's list stops gathering corrupt objects after this many (and says the list is truncated).
+MAX_CORRUPT_IN_LIST = 100
+TOO_MANY_CORRUPT = "too many errors, the list is truncated"
 
 
 def too_large_resource_version(requested: int, current: int) -> StatusError:
@@ -41,6 +45,22 @@ def too_large_resource_version(requested: int, current: int) -> StatusError:
     assert err.details is not None
     err.details["causes"] = [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
     return err
+
+
+def store_read_error(gr: GroupResource, corrupt: list[CorruptObjectError], *, truncated: bool) -> StatusError:
+    """A list that met objects it cannot decode: 500 StorageReadError naming each one's key, as
+    upstream's etcd3 store answers with AllowUnsafeMalformedObjectDeletion on."""
+    causes: list[dict[str, str]] = [
+        {"reason": "UnexpectedServerResponse", "message": error.storage_message(), "field": error.key}
+        for error in corrupt
+    ]
+    if truncated:
+        causes.append({"reason": "FieldValueTooMany", "message": TOO_MANY_CORRUPT})
+    details = {"name": "list", "group": gr.group, "kind": gr.resource, "causes": causes}
+    if not gr.group:
+        del details["group"]
+    message = f"failed to read one or more {gr} from the storage"
+    return StatusError(500, "StorageReadError", message, details)
 
 
 def _compacted(error: CompactedError, listing: bool, resume: str | None) -> StatusError:
@@ -88,6 +108,9 @@ def status_error(
             return errors.expired(f"watch fell behind; too old resource version: {seen}")
         case StorageUnavailableError():
             return errors.storage_unavailable(error)
+        case CorruptObjectError():
+            # A read that met one undecodable object: upstream's storage errors make it internal.
+            return errors.internal_error(error.storage_message())
     return errors.internal_error(type(error).__name__)
 
 

@@ -23,11 +23,17 @@ from apiserver.apply import fieldmanager as managedfields
 from apiserver.apply.fieldmanager import FieldManager
 from apiserver.machinery import errors, objectmeta
 from apiserver.machinery.errors import StatusError
-from apiserver.machinery.options import FIELD_VALIDATION_IGNORE, DeleteOptions, ListOptions, WriteOptions
+from apiserver.machinery.options import (
+    FIELD_VALIDATION_IGNORE,
+    IGNORE_STORE_READ_ERROR,
+    DeleteOptions,
+    ListOptions,
+    WriteOptions,
+)
 from apiserver.machinery.types import JSON
 from apiserver.patch import Patcher
 from apiserver.registry import decode, strategy
-from apiserver.registry.deletion import DeleteResult, ObjectDeletion
+from apiserver.registry.deletion import DeleteResult, ObjectDeletion, delete_corrupt
 from apiserver.registry.storage_errors import interpreted
 from apiserver.registry.stored import StoredObjects
 from apiserver.registry.update import ObjectUpdate, Update, WriteResult
@@ -86,9 +92,9 @@ class ResourceStore:
     async def get(self, namespace: str, name: str) -> JSON:
         with interpreted(self.gr, name):
             kv = await self.storage.get(self.key(namespace, name))
-        if kv is None:
-            raise errors.not_found_error(self.gr, name)
-        return self.objects.from_kv(kv)
+            if kv is None:
+                raise errors.not_found_error(self.gr, name)
+            return self.objects.from_kv(kv)
 
     async def list(self, namespace: str | None, opts: ListOptions) -> JSON:
         """A list object (kind <Kind>List) honouring selectors, limit/continue and resourceVersion."""
@@ -244,11 +250,24 @@ class ResourceStore:
         opts.validate()
         return await ObjectDeletion(self.objects, namespace, name, opts).run()
 
+    async def delete_corrupt(self, namespace: str, name: str, opts: DeleteOptions) -> bool:
+        """Removes an object that no longer decodes without reading it (the caller has checked the
+        unsafe delete is allowed); False when it was gone already."""
+        opts.validate()
+        return await delete_corrupt(self.objects, namespace, name)
+
     async def delete_collection(
         self, namespace: str | None, list_opts: ListOptions, delete_opts: DeleteOptions
     ) -> JSON:
         """Deletes every object the list options select; answers the list of what was deleted."""
         delete_opts.validate()
+        if delete_opts.ignore_store_read_error:
+            refusal = errors.invalid(
+                IGNORE_STORE_READ_ERROR,
+                True,
+                "is not allowed with DELETECOLLECTION, try again after removing the option",
+            )
+            raise errors.invalid_error("meta.k8s.io", "DeleteOptions", "", [refusal])
         listed = await self.list(namespace, list_opts)
         for item in listed["items"]:
             meta = item["metadata"]

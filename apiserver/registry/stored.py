@@ -6,14 +6,61 @@ from __future__ import annotations
 import json
 
 from apiserver.machinery import objectmeta
+from apiserver.machinery.jsonsyntax import syntax_error
 from apiserver.machinery.types import JSON
 from apiserver.resources.base import ResourceKind
-from apiserver.storage.interface import KeyValue, Storage
+from apiserver.storage.interface import KeyValue, Storage, StorageError
 from apiserver.storage.update import UpdateFn, guaranteed_update
 
 # How often a write that lost a compare-and-swap decides again before giving up (upstream retries
 # without bound inside GuaranteedUpdate; a bound keeps a hot key from pinning a request forever).
 MAX_UPDATE_ATTEMPTS = 32
+
+
+class CorruptObjectError(StorageError):
+    """A stored value that no longer decodes into an object (upstream's corrupt object: the data
+    under `key` at `revision` is not decodable). `reason` is the decoder's own error."""
+
+    def __init__(self, key: str, revision: int, reason: str) -> None:
+        self.key = key
+        self.revision = revision
+        self.reason = reason
+        super().__init__(self.storage_message())
+
+    def decode_message(self) -> str:
+        """The error as upstream's etcd3 store words an undecodable value."""
+        return f"object not decodable revision={self.revision}: {self.reason}"
+
+    def storage_message(self) -> str:
+        """The error as upstream's storage.StorageError of code ErrCodeCorruptObj (7) prints it."""
+        return (
+            f"StorageError: corrupt object, Code: 7, Key: {self.key}, ResourceVersion: 0, "
+            f"AdditionalErrorMsg: {self.decode_message()}"
+        )
+
+
+def _undecodable(value: bytes) -> str | None:
+    """Why `value` is no stored object, worded as upstream's JSON serializer words it; None when
+    it is one."""
+    problem = syntax_error(value)
+    if problem is not None:
+        return f"couldn't get version/kind; json parse error: {problem}"
+    try:
+        obj = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"couldn't get version/kind; json parse error: {exc}"
+    if obj is None:
+        return "Object 'Kind' is missing in 'null'"
+    if not isinstance(obj, dict):
+        kind = {list: "array", str: "string", bool: "bool"}.get(type(obj), "number")
+        return (
+            f"couldn't get version/kind; json parse error: json: cannot unmarshal {kind} into Go "
+            'value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+            'Kind string "json:\\"kind,omitempty\\"" }'
+        )
+    if not isinstance(obj.get("metadata", {}), dict):
+        return "json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta"
+    return None
 
 
 def typed(kind: ResourceKind, obj: JSON) -> JSON:
@@ -39,8 +86,14 @@ class StoredObjects:
         return f"{self._root}{namespace}/" if namespace else self._root
 
     @staticmethod
-    def decode(value: bytes, revision: int) -> JSON:
-        obj: JSON = json.loads(value)
+    def decode(value: bytes, revision: int, key: str = "") -> JSON:
+        """The object stored as `value` at `revision`; CorruptObjectError when it does not decode."""
+        try:
+            obj = json.loads(value)
+        except (UnicodeDecodeError, ValueError):
+            obj = None
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+            raise CorruptObjectError(key, revision, _undecodable(value) or "not an object")
         objectmeta.metadata(obj)["resourceVersion"] = str(revision)
         return obj
 
@@ -59,7 +112,7 @@ class StoredObjects:
         )
 
     def from_kv(self, kv: KeyValue) -> JSON:
-        return self.decode(kv.value, kv.mod_revision)
+        return self.decode(kv.value, kv.mod_revision, kv.key)
 
     @staticmethod
     def encode(obj: JSON) -> bytes:

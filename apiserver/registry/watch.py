@@ -12,8 +12,8 @@ from apiserver.machinery import continue_token, errors, objectmeta
 from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.options import MATCH_EXACT, MATCH_NOT_OLDER_THAN, ListOptions
 from apiserver.machinery.types import JSON
-from apiserver.registry.storage_errors import interpreted, status_error
-from apiserver.registry.stored import StoredObjects
+from apiserver.registry.storage_errors import MAX_CORRUPT_IN_LIST, interpreted, status_error, store_read_error
+from apiserver.registry.stored import CorruptObjectError, StoredObjects
 from apiserver.resources.base import ResourceKind
 from apiserver.storage.interface import EventType, FutureRevisionError, ListResult, StorageError, WatchEvent
 
@@ -92,6 +92,21 @@ class _Listed:
     items: Objects = field(default_factory=list)
     next_start: str | None = None
     remaining: int = 0
+    # Objects met that do not decode (at most MAX_CORRUPT_IN_LIST; `truncated` if there were more),
+    # and how many items were listed before the first of them.
+    corrupt: list[CorruptObjectError] = field(default_factory=list)
+    truncated: bool = False
+    before_corrupt: int = 0
+
+    def add_corrupt(self, error: CorruptObjectError) -> bool:
+        """Notes an undecodable object; True once too many are noted to read on."""
+        if len(self.corrupt) >= MAX_CORRUPT_IN_LIST:
+            self.truncated = True
+            return True
+        if not self.corrupt:
+            self.before_corrupt = len(self.items)
+        self.corrupt.append(error)
+        return False
 
 
 class ListWatch:
@@ -110,6 +125,10 @@ class ListWatch:
         prefix = self.objects.prefix(namespace)
         revision, start = _list_position(prefix, opts)
         listed = await self._read(prefix, opts, revision, start)
+        if listed.corrupt:
+            # Upstream (AllowUnsafeMalformedObjectDeletion) reads on past each one, then fails the
+            # list naming them all, so that each can be deleted.
+            raise store_read_error(self.gr, listed.corrupt, truncated=listed.truncated)
         min_rv = _min_revision(opts)
         if min_rv and listed.revision < min_rv:
             raise status_error(FutureRevisionError(min_rv, listed.revision), self.gr)
@@ -153,7 +172,12 @@ class ListWatch:
     def _take(self, page: ListResult, opts: ListOptions, limit: int, listed: _Listed) -> bool:
         """Adds the page's selected items; True once `limit` of them are listed."""
         for index, kv in enumerate(page.items):
-            obj = self.objects.from_kv(kv)
+            try:
+                obj = self.objects.from_kv(kv)
+            except CorruptObjectError as exc:
+                if listed.add_corrupt(exc):
+                    return True
+                continue
             if not matches(self.kind, obj, opts):
                 continue
             listed.items.append(self.objects.typed(obj))
@@ -190,10 +214,16 @@ class ListWatch:
                 if requested > current:
                     raise status_error(FutureRevisionError(requested, current), self.gr)
         selectors = ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector)
-        snapshot = await self.list(namespace, selectors)
-        after = int(snapshot["metadata"]["resourceVersion"])
+        snapshot = await self._read(prefix, selectors, 0, None)
         end = bool(opts.send_initial_events)
-        return self._stream(prefix, opts, after, snapshot["items"], initial_events_end=end)
+        if snapshot.corrupt:
+            # As upstream's etcd3 watch: the objects before the first undecodable one, then an
+            # ERROR event that ends the stream.
+            items = snapshot.items[: snapshot.before_corrupt]
+            return self._stream(
+                prefix, opts, snapshot.revision, items, initial_events_end=False, corrupt=snapshot.corrupt[0]
+            )
+        return self._stream(prefix, opts, snapshot.revision, snapshot.items, initial_events_end=end)
 
     async def _stream(
         self,
@@ -203,9 +233,13 @@ class ListWatch:
         initial_items: Objects,
         *,
         initial_events_end: bool,
+        corrupt: CorruptObjectError | None = None,
     ) -> AsyncIterator[WatchEventOut]:
         for item in initial_items:
             yield WatchEventOut("ADDED", item)
+        if corrupt is not None:
+            yield _corrupt_event(corrupt)
+            return
         if initial_events_end:
             yield WatchEventOut("BOOKMARK", self._bookmark(after, initial_events_end=True))
         last_sent = after
@@ -225,6 +259,8 @@ class ListWatch:
                 last_sent = event.revision
                 if out is not None:
                     yield out
+        except CorruptObjectError as exc:
+            yield _corrupt_event(exc)
         except StorageError as exc:
             yield WatchEventOut("ERROR", status_error(exc, self.gr, seen=last_sent).status)
         finally:
@@ -240,13 +276,26 @@ class ListWatch:
         """The change as the watcher's selectors see it: ADDED or MODIFIED while selected, DELETED
         when gone or no longer selected, nothing while never selected."""
         decode = self.objects.decode
-        current = decode(event.value, event.revision) if event.value is not None else None
-        previous = decode(event.prev_value, event.revision) if event.prev_value is not None else None
+        current = decode(event.value, event.revision, event.key) if event.value is not None else None
+        previous = None
+        # As upstream's etcd3 watch, the previous value is decoded only where it decides something:
+        # for a deletion, or for a watch with selectors.
+        if event.prev_value is not None and (current is None or opts.has_selectors):
+            previous = decode(event.prev_value, event.revision, event.key)
         current_passes = current is not None and matches(self.kind, current, opts)
-        previous_passes = previous is not None and matches(self.kind, previous, opts)
+        if previous is None:
+            previous_passes = event.prev_value is not None and current is not None
+        else:
+            previous_passes = matches(self.kind, previous, opts)
         if current_passes and current is not None:
             return WatchEventOut("MODIFIED" if previous_passes else "ADDED", self.objects.typed(current))
         if previous_passes and previous is not None:
             # Gone, or no longer selected: DELETED with the last state at this event's revision.
             return WatchEventOut("DELETED", self.objects.typed(previous))
         return None
+
+
+def _corrupt_event(error: CorruptObjectError) -> WatchEventOut:
+    """The ERROR event that ends a watch meeting an undecodable object: upstream's etcd3 watch
+    reports its decoder's error as an internal error."""
+    return WatchEventOut("ERROR", errors.internal_error(error.reason).status)

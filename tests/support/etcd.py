@@ -150,13 +150,33 @@ class EtcdProcess:
         self.tls = tls
         self.health_client_cert = health_client_cert
         self.client_url = ""
+        self._peer = ""
         self._dir: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
         self._dir = tempfile.mkdtemp(prefix="coreio-etcd-")
         client = f"{'https' if self.tls else 'http'}://127.0.0.1:{_free_port()}"
-        peer = f"http://127.0.0.1:{_free_port()}"
+        self._peer = f"http://127.0.0.1:{_free_port()}"
+        self.client_url = client
+        self._launch()
+        return client
+
+    def kill(self) -> None:
+        """kill -9: the process ends at once, its data directory stays (see `restart`)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def restart(self) -> None:
+        """Starts etcd again on the same data directory and ports, after `kill`."""
+        assert self._process is None and self._dir is not None, "kill() it first"
+        self._launch()
+
+    def _launch(self) -> None:
+        assert self._dir is not None
+        client, peer = self.client_url, self._peer
         command = [
             self.binary,
             "--name=test",
@@ -176,15 +196,13 @@ class EtcdProcess:
                 f"--trusted-ca-file={self.tls.ca_file}",
                 "--client-cert-auth",
             ]
-        with open(f"{self._dir}/etcd.log", "wb") as log:
+        with open(f"{self._dir}/etcd.log", "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        self.client_url = client
         try:
             self._wait_healthy()
         except BaseException:
             self.stop()
             raise
-        return client
 
     def _wait_healthy(self) -> None:
         assert self._process is not None
