@@ -157,7 +157,9 @@ class EtcdStorage:
     """The Storage protocol over etcd v3.
 
     `endpoints` are URLs (`http://host:2379`, `https://...`) or `host:port`; calls go to one of them
-    and move to the next after it proves unreachable. `prefix` is prepended to every key (and
+    and move to the next after it proves unreachable. A watch whose stream is lost goes on from its
+    next revision on the next endpoint, given up (unavailable) only when none takes it up within
+    `request_timeout`. `prefix` is prepended to every key (and
     stripped from what is returned). TLS is used for https endpoints or when `ca_file` is given;
     `cert_file`/`key_file` add a client certificate. `compaction_interval` > 0 compacts every that
     many seconds to the revision seen one interval earlier (kube-apiserver: 300 s); 0 leaves
@@ -506,38 +508,68 @@ class EtcdStorage:
     async def _watch(
         self, prefix: str, after_revision: int, progress: bool
     ) -> AsyncGenerator[WatchEvent, None]:
-        # One gRPC stream per watch: closing the stream is what cancels the watch on the server.
+        # One gRPC stream at a time per watch: closing the stream is what cancels it on the server.
+        # A stream lost with its member (or reset) is reopened from the next undelivered revision on
+        # the next endpoint, as etcd's clientv3 does; only when no member takes it up within the
+        # request timeout does the watch end as unavailable.
         if self._refused is not None:
             raise self._refused
-        connection = self._connection
-        stream = _WatchStream(connection.watch.Watch())
+        tracker = _Progress(after_revision, self.progress_interval if progress else None)
+        retry = _Rewatch(self.request_timeout, len(self._connections))
         self._watches += 1
+        try:
+            while True:
+                connection = self._connection
+                try:
+                    async with contextlib.aclosing(self._watch_on(connection, prefix, tracker)) as events:
+                        async for event in events:
+                            yield event
+                except StorageUnavailableError as error:
+                    if tracker.created:  # the lost stream had been taken up: a fresh loss
+                        retry.answered()
+                    await retry.after(error)  # raises it once the retries are spent
+                    self._failover(connection)
+                    log.warning(
+                        "etcd watch of %r on %s lost (%s); resuming from revision %d on %s",
+                        prefix,
+                        connection.target,
+                        error,
+                        tracker.last + 1,
+                        self._connection.target,
+                    )
+                    tracker.reopened()
+                    continue
+                return
+        finally:
+            self._watches -= 1
+
+    async def _watch_on(
+        self, connection: _Connection, prefix: str, tracker: _Progress
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """The watch on one endpoint, from the revision after `tracker.last`."""
+        stream = _WatchStream(connection.watch.Watch())
         try:
             first = self._key(prefix)
             create = rpc.WatchCreateRequest(
                 key=first,
                 range_end=range_end(first),
-                start_revision=after_revision + 1,
+                start_revision=tracker.last + 1,
                 prev_kv=True,
-                progress_notify=progress,
+                progress_notify=tracker.interval is not None,
             )
             await stream.call.write(rpc.WatchRequest(create_request=create))
-            async with contextlib.aclosing(
-                self._follow(stream, connection.target, after_revision, progress)
-            ) as events:
+            async with contextlib.aclosing(self._follow(stream, connection.target, tracker)) as events:
                 async for event in events:
                     yield event
         except grpc.aio.AioRpcError as error:
             raise _translate(error, connection.target) from error
         finally:
-            self._watches -= 1
             stream.close()
 
     async def _follow(
-        self, stream: _WatchStream, target: str, after_revision: int, progress: bool
+        self, stream: _WatchStream, target: str, tracker: _Progress
     ) -> AsyncGenerator[WatchEvent, None]:
-        """The watch's changes; with `progress`, PROGRESS events as `_Progress` decides them."""
-        tracker = _Progress(after_revision, self.progress_interval if progress else None)
+        """The watch's changes; with progress asked for, PROGRESS events as `tracker` decides them."""
         while True:
             response = await stream.read(tracker.wait())
             if response is None:  # nothing came in time
@@ -546,8 +578,9 @@ class EtcdStorage:
                 else:
                     await stream.call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
                 continue
-            _check_watch_response(response, target, after_revision)
+            _check_watch_response(response, target, tracker.last)
             if response.created:
+                tracker.created = True
                 continue
             if not response.events:
                 tracker.reported(response.header.revision)
@@ -557,6 +590,31 @@ class EtcdStorage:
                 if (revision := tracker.delivering(event.revision)) is not None:
                     yield WatchEvent(EventType.PROGRESS, "", revision)
                 yield event
+
+
+class _Rewatch:
+    """How long a lost watch stream is retried: on other endpoints (never with just one) until
+    `budget` seconds have passed since it was lost without any member taking the watch up."""
+
+    def __init__(self, budget: float, endpoints: int) -> None:
+        self.budget = budget
+        self.endpoints = endpoints
+        self.deadline: float | None = None  # None: the watch is not being retried
+        self.attempts = 0
+
+    def answered(self) -> None:
+        self.deadline, self.attempts = None, 0
+
+    async def after(self, error: StorageUnavailableError) -> None:
+        """Waits before the next attempt; raises `error` when no attempt is left."""
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.budget
+        if self.endpoints < 2 or now >= self.deadline:
+            raise error
+        self.attempts += 1
+        if self.attempts >= self.endpoints:  # every endpoint tried once: back off a little
+            await asyncio.sleep(min(0.1 * 2 ** (self.attempts - self.endpoints), 1.0, self.deadline - now))
 
 
 class _Progress:
@@ -576,6 +634,12 @@ class _Progress:
         self.interval = interval  # None: no progress asked for
         self.held: int | None = None  # a revision etcd reported, waiting out _PROGRESS_GRACE
         self.asked = False  # a progress request is out, unanswered
+        self.created = False  # etcd confirmed the current stream's watch
+
+    def reopened(self) -> None:
+        """The watch goes on in a new stream: what the old one had pending is dropped (a held
+        report may have been ahead of changes that stream never delivered)."""
+        self.held, self.asked, self.created = None, False, False
 
     def wait(self) -> float | None:
         """How long to wait for etcd before `timed_out` (None: for ever)."""
@@ -673,7 +737,7 @@ def _version_warning(version: str, target: str) -> str | None:
 
 
 def _check_watch_response(response: Any, target: str, after_revision: int) -> None:
-    """Raises what ends a watch: the stream's end, compaction of its start, cancellation by etcd."""
+    """Raises what ends a watch stream: its end, compaction of its start, cancellation by etcd."""
     if response is grpc.aio.EOF:
         raise StorageUnavailableError(f"etcd {target} ended the watch stream")
     if response.compact_revision:

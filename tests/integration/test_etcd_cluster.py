@@ -11,6 +11,11 @@
    increasing), unique, atomic (one write is one object here: one event per revision) and
    resumable (every acknowledged write after the watcher started is seen, unless a 410 + relist
    covered it).
+3. Watch failover: the member coreio's etcd watch streams from is killed under load; coreio resumes
+   the etcd watch on another member, so the client's one HTTP watch stream goes on with no ERROR
+   event and no gap (kube-apiserver's clientv3 does the same). Resumed behind a compaction, the
+   storage watch still ends with the compaction (410), and with no member left, unavailable once the
+   request timeout has passed.
 
 Each test prints its figures (`pytest -s`), takes about 10-20 s, and needs a real etcd binary.
 """
@@ -18,9 +23,11 @@ Each test prints its figures (`pytest -s`), takes about 10-20 s, and needs a rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,6 +36,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from apiserver.storage.etcd import EtcdStorage
+from apiserver.storage.interface import CompactedError, StorageUnavailableError
 from tests.support.etcd import EtcdCluster, find_etcd_binary
 from tests.support.load import JSON, Load, Outcome, judge, wait_for_writes
 from tests.support.server import ServerProcess, free_port
@@ -139,6 +148,7 @@ class Watcher:
     """One client's list+watch of the load's namespace, and everything it saw."""
 
     url: str
+    timeout_seconds: int = 3  # each stream's timeoutSeconds: the watcher resumes after it
     state: dict[str, str] = field(default_factory=dict)  # name -> resourceVersion
     rv: str = ""
     start_rv: int = 0
@@ -171,7 +181,10 @@ class Watcher:
                 await asyncio.sleep(0.1)
 
     async def stream(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
-        query = f"?watch=1&allowWatchBookmarks=true&timeoutSeconds=3&resourceVersion={self.rv}"
+        query = (
+            f"?watch=1&allowWatchBookmarks=true&timeoutSeconds={self.timeout_seconds}"
+            f"&resourceVersion={self.rv}"
+        )
         self.streams += 1
         timeout = aiohttp.ClientTimeout(total=None, sock_read=REQUEST_TIMEOUT + 5)
         async with session.get(self.url + query, timeout=timeout) as answer:
@@ -304,3 +317,110 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
         }
         assert not differ, f"watcher {index} differs from the final list on {sorted(differ)[:20]}"
     assert all(w.relists for w in watchers[:2]), "a watcher resuming behind the compaction never saw 410"
+
+
+# --- 3. watch failover --------------------------------------------------------------------------
+
+
+async def test_watch_survives_the_loss_of_the_member_it_streams_from(
+    tmp_path: Path, cluster: EtcdCluster
+) -> None:
+    server = coreio_on(tmp_path / "coreio", cluster, "/watch-failover")
+    await asyncio.to_thread(server.start)
+    connector = aiohttp.TCPConnector(ssl=server.ssl_context(), limit=0)
+    watching: asyncio.Task[None] | None = None
+    try:
+        async with aiohttp.ClientSession(connector=connector) as session:
+            load = Load(server.url, server.ssl_context(), chains=600, client_timeout=CLIENT_TIMEOUT)
+            # One stream for the whole test: it must never need resuming.
+            watcher = Watcher(load.url(), timeout_seconds=600)
+            watching = asyncio.create_task(watcher.run(session, asyncio.Event()))
+            await watcher.listed.wait()
+            running = asyncio.create_task(load.run())
+            await wait_for_writes(load, 200)
+            killed_at = time.monotonic()
+            await asyncio.to_thread(cluster.kill, 0)  # a fresh coreio streams from its first endpoint
+            assert not running.done(), "the load ended before the fault: make it longer"
+            await asyncio.sleep(DOWN)
+            await asyncio.to_thread(cluster.restart, 0)
+            await asyncio.wait_for(running, timeout=120)
+            final, final_rv = await final_state(session, load)
+            expected = {name: obj["metadata"]["resourceVersion"] for name, obj in final.items()}
+            for _ in range(200):  # up to 20 s for the watcher to catch up
+                if watcher.state == expected:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        await asyncio.to_thread(server.stop)
+    acknowledged = {int(o.resource_version): o.name for o in load.outcomes if o.acknowledged}
+    after_fault = sum(1 for o in load.outcomes if o.acknowledged and o.started >= killed_at)
+    killed = urllib.parse.urlsplit(cluster.client_urls[0]).netloc
+    resumed = [
+        line
+        for line in server.log_file.read_text(errors="replace").splitlines()
+        if "etcd watch of" in line and f"/{load.namespace}/" in line and f"on {killed} lost" in line
+    ]
+    checked = check_events(watcher, acknowledged)  # ordered, unique, no gap
+    print(
+        f"\n[watch failover] writes {len(load.outcomes)}, acknowledged {len(acknowledged)}"
+        f" ({after_fault} after the fault); final rv {final_rv}; watcher {json.dumps(checked)};"
+        f" resumed {resumed[:2]}"
+    )
+    assert not watcher.errors, watcher.errors
+    assert watcher.streams == 1 and not watcher.relists
+    assert resumed, "the watch was not streaming from the killed member (or was not resumed)"
+    assert watcher.state == expected
+    assert after_fault >= 100, "too few writes after the fault to tell"
+
+
+async def create_retrying(storage: EtcdStorage, key: str) -> int:
+    """Creates `key` through a failover (the first call after a member's loss fails); its revision."""
+    for _ in range(20):
+        try:
+            return (await storage.create(key, b"x")).mod_revision
+        except StorageUnavailableError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"no member took the write of {key}")
+
+
+async def test_a_watch_resumed_behind_a_compaction_ends_with_it(cluster: EtcdCluster) -> None:
+    storage = EtcdStorage(cluster.client_urls, prefix="/resume", request_timeout=REQUEST_TIMEOUT)
+    await storage.start()
+    try:
+        first = await storage.create("/k/0", b"x")
+        async with contextlib.aclosing(storage.watch("/k/", after_revision=first.mod_revision - 1)) as events:
+            assert (await anext(events)).revision == first.mod_revision  # streaming from member 0
+            await asyncio.to_thread(cluster.kill, 0)
+            revisions = [await create_retrying(storage, f"/k/{i}") for i in range(1, 4)]
+            await storage.compact(revisions[-1])
+            with pytest.raises(CompactedError) as compacted:
+                async for event in events:  # resumed on another member from first.mod_revision + 1
+                    raise AssertionError(f"an event past the compaction: {event}")
+    finally:
+        await storage.close()
+    assert (compacted.value.requested, compacted.value.compacted) == (first.mod_revision, revisions[-1])
+
+
+async def test_a_watch_with_no_member_left_ends_unavailable_after_the_request_timeout(
+    cluster: EtcdCluster,
+) -> None:
+    storage = EtcdStorage(cluster.client_urls, prefix="/gone", request_timeout=2.0)
+    await storage.start()
+    try:
+        first = await storage.create("/k/0", b"x")
+        for index in (1, 2):
+            await asyncio.to_thread(cluster.kill, index)
+        async with contextlib.aclosing(storage.watch("/k/", after_revision=first.mod_revision - 1)) as events:
+            assert (await anext(events)).revision == first.mod_revision  # member 0 serves it without quorum
+            await asyncio.to_thread(cluster.kill, 0)
+            lost = time.monotonic()
+            with pytest.raises(StorageUnavailableError):
+                await anext(events)
+            waited = time.monotonic() - lost
+    finally:
+        await storage.close()
+    assert 1.5 <= waited <= 5.0, f"gave up after {waited:.2f}s, not about the 2 s request timeout"
