@@ -19,9 +19,17 @@ from apiserver.machinery.user import UserInfo
 USER_KEY = web.RequestKey("user", UserInfo)
 
 
+# What the request asks for, parsed once and kept for the in-flight limit, authorization and audit.
+INFO_KEY = web.RequestKey("request_info", RequestInfo)
+
+
 def attributes_from_request(request: web.Request) -> RequestInfo:
-    """What an aiohttp request asks for (the user is `request[USER_KEY]`, set by authentication)."""
-    return request_info(request.method, request.path, request.query)
+    """What an aiohttp request asks for (the user is `request[USER_KEY]`, set by authentication),
+    parsed on first use and kept on the request."""
+    info = request.get(INFO_KEY)
+    if info is None:
+        info = request[INFO_KEY] = request_info(request.method, request.path, request.query)
+    return info
 
 
 def request_user(request: web.Request) -> UserInfo | None:

@@ -21,8 +21,8 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from apiserver.auth.attributes import request_user
-from apiserver.auth.requestinfo import RequestInfo, request_info
+from apiserver.auth.attributes import attributes_from_request, request_user
+from apiserver.auth.requestinfo import RequestInfo
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
 from apiserver.machinery import errors
 from apiserver.machinery.gofmt import parse_go_duration
@@ -48,7 +48,7 @@ def is_long_running(info: RequestInfo) -> bool:
 
 
 def _info(request: web.Request) -> RequestInfo:
-    return request_info(request.method, request.path, request.query)
+    return attributes_from_request(request)
 
 
 async def send(request: web.Request, response: web.StreamResponse) -> None:

@@ -14,10 +14,9 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from apiserver import logs
-from apiserver.auth.attributes import USER_KEY, request_user
+from apiserver.auth.attributes import USER_KEY, attributes_from_request, request_user
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
-from apiserver.auth.requestinfo import request_info
 from apiserver.http.responses import status_response
 from apiserver.machinery import errors
 from apiserver.machinery.user import UserInfo
@@ -100,7 +99,7 @@ def audit_event(
     request: web.Request, user: UserInfo | None, code: int, received: datetime.datetime
 ) -> dict[str, Any]:
     """The audit.k8s.io/v1 Event of a finished request, at level Metadata (no bodies)."""
-    info = request_info(request.method, request.path, request.query)
+    info = attributes_from_request(request)
     event: dict[str, Any] = {
         "kind": "Event",
         "apiVersion": "audit.k8s.io/v1",
@@ -177,7 +176,7 @@ def authorization(authorizer: Authorizer) -> Middleware:
         user = request_user(request)
         if request.path.startswith(PUBLIC_PREFIXES) or not isinstance(user, UserInfo):
             return await handler(request)
-        info = request_info(request.method, request.path, request.query)
+        info = attributes_from_request(request)
         decision = await authorizer.authorize(user, info)
         if not decision.allowed:
             raise forbidden(user, info, decision.reason)
