@@ -9,6 +9,9 @@ buckets (k8s.io/apiserver's endpoints/metrics and storage metrics).
 - `apiserver_watch_events_total` and `apiserver_registered_watchers`, by group, version and kind.
 - `apiserver_storage_objects`, by resource, counted every `--etcd-count-metric-poll-period`.
 - `etcd_request_duration_seconds` and its counters, from `apiserver.storage.metered`.
+- The process's `process_*` gauges (resident memory, open descriptors, CPU), under the names Go's
+  client gives them, and `coreio_asyncio_tasks`, the tasks alive on the event loop: this server's
+  `go_goroutines`, where a leak shows first.
 
 Anything else with a `collect()` (the in-flight limit, the RBAC problem counter) joins the
 registry with `add`.
@@ -25,7 +28,8 @@ from typing import Protocol
 
 import prometheus_client
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from apiserver.auth.requestinfo import RequestInfo, request_info
@@ -113,6 +117,19 @@ def reported_verb(request: web.Request, info: RequestInfo, scope: str) -> str:
     return verb if verb in REPORTED_VERBS else "other"
 
 
+class _TaskCollector:
+    """The tasks alive on the running event loop (none reported when asked off the loop)."""
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = asyncio.all_tasks()
+        except RuntimeError:
+            return
+        yield GaugeMetricFamily(
+            "coreio_asyncio_tasks", "Number of asyncio tasks that currently exist.", value=len(tasks)
+        )
+
+
 class ServerMetrics:
     """One server's registry, its request and watch metrics, and the storage's."""
 
@@ -156,6 +173,8 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.storage = StorageMetrics(self.registry)
+        ProcessCollector(registry=self.registry)
+        self.registry.register(_TaskCollector())
 
     def add(self, collector: Collector) -> None:
         self.registry.register(collector)

@@ -188,6 +188,12 @@ def test_a_python_client_watch_is_registered_and_its_events_counted(observed: Se
     # A watch is counted once it has ended, as upstream counts it.
     assert requests_made(before, after, "200", "WATCH", "namespace") == 1
     assert requests_made(before, after, "201", "POST", "resource") == 2
+    # The watch, its storage watch and the client's connections leave no task behind.
+    tasks = value(before, "coreio_asyncio_tasks")
+    assert tasks > 0
+    wait_until(
+        lambda: value(scrape(observed), "coreio_asyncio_tasks") <= tasks, 10, "the watch's tasks to end"
+    )
 
 
 def test_metrics_keep_the_servers_own_series_in_one_registry(observed: ServerProcess) -> None:
@@ -195,6 +201,9 @@ def test_metrics_keep_the_servers_own_series_in_one_registry(observed: ServerPro
     names = {name for name, _ in samples}
     assert value(samples, "apiserver_current_inflight_requests", request_kind="readOnly") == 0
     assert {"apiserver_current_inflight_requests", "etcd_requests_total"} <= names
+    # The process figures under the names Go's client gives kube-apiserver's.
+    assert value(samples, "process_resident_memory_bytes") > 10 * 2**20
+    assert 10 < value(samples, "process_open_fds") < value(samples, "process_max_fds")
     assert not [name for name in names if name.endswith("_created")]  # upstream has none
     # Health checks are counted as upstream counts them (no component, the path as subresource).
     health = {"verb": "GET", "dry_run": "", "group": "", "version": "", "resource": "", "scope": ""}

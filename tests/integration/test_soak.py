@@ -6,12 +6,15 @@ resourceVersion they saw, with bookmarks; LISTs plain, by label and field select
 and, for writes, mostly updates (some on objects every writer shares, so 409 conflicts happen) with
 some creates and deletes that keep the object count bounded. Every few seconds it samples the
 server process's RSS and open file descriptors (/proc/<pid>/status and /proc/<pid>/fd), its threads,
-and the watchers it registers (`apiserver_registered_watchers` on /metrics); the server exposes no
-asyncio task count, so none is sampled. After a warm-up (the first 20% of the run) a least-squares
-line through the samples must show no growth: RSS rising under 1 MiB a minute, the descriptors at
-the end within 5 of their level after the warm-up. No request may fail apart from the expected 409
-conflicts. It prints a summary of the samples and the requests (`pytest -s` shows it), and how long
-a watch ran past its timeoutSeconds at most (printed, not asserted: on SQLite some have run 20 s past).
+the watchers it registers (`apiserver_registered_watchers` on /metrics) and its asyncio tasks
+(`coreio_asyncio_tasks`). After a warm-up (the first 20% of the run) a least-squares line through
+the samples must show no growth: RSS rising under 1 MiB a minute; the tasks' mean over the last
+quarter of the samples at most 3 above that over the first, and never more than 25 above their
+level after the warm-up (the load's requests in flight come and go); the descriptors at the end
+within 5 of that level. No request may fail apart from the expected 409
+conflicts, and no watch may run more than 5 s past its timeoutSeconds (measured by the client, from
+sending the request to the end of the stream). It prints a summary of the samples and the requests
+(`pytest -s` shows it).
 
 On demand only: `./scripts/test -m soak -s tests/integration/test_soak.py`.
 """
@@ -43,6 +46,9 @@ DURATION = float(os.environ.get("COREIO_SOAK_SECONDS", "600"))
 WARM_UP = 0.2  # share of the run left out of the trend
 RSS_SLOPE_LIMIT = 1.0  # MiB per minute
 FD_TOLERANCE = 5
+TASK_DRIFT_LIMIT = 3.0  # tasks, between the means of the first and the last quarter after warm-up
+TASK_TOLERANCE = 25
+WATCH_OVERRUN_LIMIT = 5.0  # seconds a watch may last past its timeoutSeconds, as its client sees it
 NAMESPACE = "soak"
 GROUPS = 4  # label values `soak-group=g<n>`
 HOT = 20  # objects every writer updates (never deleted): the source of 409s
@@ -76,6 +82,7 @@ class Sample:
     fds: int
     threads: int
     watchers: int | None
+    tasks: int | None
 
 
 @dataclass
@@ -264,28 +271,32 @@ class Soak:
     async def sample(self, session: aiohttp.ClientSession) -> Sample:
         assert self.server.process is not None
         rss_kib, threads, fds = await asyncio.to_thread(process_figures, self.server.process.pid)
+        watchers, tasks = await self.gauges(session)
         return Sample(
             at=time.monotonic() - self.started,
             rss_mib=rss_kib / 1024,
             fds=fds,
             threads=threads,
-            watchers=await self.watchers(session),
+            watchers=watchers,
+            tasks=tasks,
         )
 
-    async def watchers(self, session: aiohttp.ClientSession) -> int | None:
+    async def gauges(self, session: aiohttp.ClientSession) -> tuple[int | None, int | None]:
+        """The RoleBinding watchers registered and the asyncio tasks alive, from /metrics."""
         try:
             async with session.get(self.server.url + "/metrics") as answer:
                 if answer.status != 200:
-                    return None
+                    return None, None
                 text = await answer.text()
         except (aiohttp.ClientError, TimeoutError, OSError):
-            return None
-        values = [
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("apiserver_registered_watchers{") and 'kind="RoleBinding"' in line
-        ]
-        return int(sum(values))  # no line yet: no watch has been registered
+            return None, None
+        watchers = tasks = 0  # no watchers line yet: no watch has been registered
+        for line in text.splitlines():
+            if line.startswith("apiserver_registered_watchers{") and 'kind="RoleBinding"' in line:
+                watchers += int(float(line.rsplit(" ", 1)[1]))
+            elif line.startswith("coreio_asyncio_tasks "):
+                tasks = int(float(line.rsplit(" ", 1)[1]))
+        return watchers, tasks
 
     async def run(self) -> None:
         context = self.server.ssl_context()
@@ -348,6 +359,8 @@ def report(backend: str, soak: Soak, steady: list[Sample]) -> None:
     ]
     if all(s.watchers is not None for s in samples):
         rows.append(("watchers", lambda s: s.watchers or 0))
+    if all(s.tasks is not None for s in samples):
+        rows.append(("tasks", lambda s: s.tasks or 0))
     for label, value in rows:
         print(
             f"  {label:<10}{value(samples[0]):>10.1f}{value(warm):>10.1f}"
@@ -393,3 +406,13 @@ async def test_mixed_load_leaks_no_memory_descriptors_or_watchers(
     # Every watch ended is unregistered: at most the watches the load holds open (a resuming one
     # may be counted twice for a moment).
     assert all(s.watchers is None or s.watchers <= 2 * WATCHES for s in steady), [s.watchers for s in steady]
+    tasks = [s for s in steady if s.tasks is not None]
+    assert len(tasks) >= 5, "too few task counts sampled"
+    counts = [s.tasks or 0 for s in tasks]
+    quarter = max(1, len(counts) // 4)
+    drift = statistics.mean(counts[-quarter:]) - statistics.mean(counts[:quarter])
+    assert drift <= TASK_DRIFT_LIMIT, f"tasks grew by {drift:.1f} after the warm-up: {counts}"
+    assert max(counts) <= counts[0] + TASK_TOLERANCE, counts
+    assert soak.tally.watch_overrun < WATCH_OVERRUN_LIMIT, (
+        f"a watch ran {soak.tally.watch_overrun:.1f}s past its timeoutSeconds"
+    )

@@ -205,8 +205,11 @@ class SQLiteStorage:
             if not progress:
                 await subscriber.wakeup.wait()
                 continue
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # lands as the wakeup comes, and the watch would outlive its deadline.
             try:
-                await asyncio.wait_for(subscriber.wakeup.wait(), self.progress_interval)
+                async with asyncio.timeout(self.progress_interval):
+                    await subscriber.wakeup.wait()
             except TimeoutError:
                 # The inbox is empty, so everything published so far has been yielded.
                 yield WatchEvent(EventType.PROGRESS, "", max(last, self._broadcaster.published))

@@ -174,3 +174,41 @@ async def test_closing_a_watch_releases_it(store: Storage) -> None:
             break
     assert len(asyncio.all_tasks()) == tasks_before
     assert await _server_watchers(store) == watchers_before
+
+
+async def test_a_deadline_ends_a_progress_watch_under_constant_writes(store: Storage) -> None:
+    """A watch's deadline (timeoutSeconds, a client going away, shutdown) cancels its consumer; the
+    cancellation must not be lost when a change arrives in the same instant, or the watch outlives
+    its deadline. Python 3.11's asyncio.wait_for swallows exactly that cancellation, which kept
+    SQLite watches open until their clients left."""
+
+    async def write_constantly() -> None:
+        number = 0
+        while True:
+            number += 1
+            await store.create(f"/w/{number}", b"x")
+
+    async def watch_until_deadline(after: int) -> None:
+        events = store.watch("/w/", after_revision=after, progress=True)
+        try:
+            async with asyncio.timeout(0.05):
+                async for _ in events:
+                    pass
+        except TimeoutError:
+            pass
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    writer = asyncio.create_task(write_constantly())
+    try:
+        for attempt in range(40):
+            watch = asyncio.create_task(watch_until_deadline(await store.current_revision()))
+            done, _ = await asyncio.wait({watch}, timeout=2.0)
+            while not watch.done():  # a lost cancellation may be lost again: insist
+                watch.cancel()
+                await asyncio.wait({watch}, timeout=0.1)
+            assert done, f"watch {attempt + 1} ran 2 s past its 0.05 s deadline"
+    finally:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
