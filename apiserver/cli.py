@@ -45,6 +45,19 @@ def _duration(value: str) -> float:
     return seconds
 
 
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _bool(value: str) -> bool:
+    """A boolean as Go's strconv.ParseBool reads one (kube-apiserver's `--watch-cache=false`)."""
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
 def _whole_seconds(value: str) -> int:
     """A storage TTL: whole seconds (etcd leases count no less), given as for `_duration`."""
     return int(_duration(value))
@@ -171,6 +184,14 @@ FLAGS = (
     ),
     Flag("--request-timeout", _REQUEST_TIMEOUT_HELP, _duration),
     Flag("--compaction-interval", "seconds between compactions (0: never)", float),
+    Flag("--watch-cache", "serve lists and watches from a cache of each resource in memory", _bool),
+    Flag(
+        "--default-watch-cache-size",
+        "how many recent changes each resource's watch cache keeps for watches to start from",
+        int,
+        check=lambda size: size > 0,
+        check_error="--default-watch-cache-size must be positive",
+    ),
     Flag("--log-format", "log lines as text, or as one JSON object each", choices=("text", "json")),
     Flag(
         "--etcd-count-metric-poll-period",

@@ -73,6 +73,9 @@ class Settings:
     request_timeout: float = 60.0
     # How often history is compacted (kube-apiserver: every 5 minutes).
     compaction_interval: float = 300.0
+    # The watch cache (kube-apiserver's --watch-cache), and the changes each resource's keeps.
+    watch_cache: bool = True
+    default_watch_cache_size: int = 10_000
     # Log lines as text or one JSON object each ("json").
     log_format: str = "text"
     # How often apiserver_storage_objects is counted (kube-apiserver's flag; 0: never).

@@ -28,6 +28,7 @@ from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
 from apiserver.machinery.user import UserInfo
+from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.security import Security, configure_audit_log, configure_security, token_users
@@ -117,7 +118,9 @@ def _token_users(path: Path) -> dict[str, UserInfo]:
         raise StartError(f"failed to load token file {path}: {_problem(exc)}") from None
 
 
-def storage_options(settings: Settings) -> StorageOptions:
+def storage_options(settings: Settings, kinds: Sequence[ResourceKind] = ()) -> StorageOptions:
+    """Where the settings store the objects of `kinds` (each kind's resource cached in memory unless
+    --watch-cache=false)."""
     return StorageOptions(
         sqlite_path=settings.data_dir / "coreio.db",
         etcd_servers=tuple(settings.etcd_servers),
@@ -127,6 +130,8 @@ def storage_options(settings: Settings) -> StorageOptions:
         etcd_key_file=settings.etcd_keyfile,
         compaction_interval=settings.compaction_interval,
         progress_interval=min(MAX_PROGRESS_INTERVAL, settings.watch_bookmark_interval),
+        cache_roots=tuple(storage_root(kind) for kind in kinds) if settings.watch_cache else (),
+        watch_cache_size=settings.default_watch_cache_size,
     )
 
 
@@ -291,7 +296,7 @@ def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.Servi
 async def start(settings: Settings, kinds: Sequence[ResourceKind], security: Security) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
-    storage, described = open_storage(storage_options(settings))
+    storage, described = open_storage(storage_options(settings, kinds))
     try:
         configure_audit_log(settings.audit_log_path)
     except OSError as exc:

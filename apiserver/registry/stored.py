@@ -69,6 +69,11 @@ def typed(kind: ResourceKind, obj: JSON) -> JSON:
     return {"kind": kind.kind, "apiVersion": kind.api_version, **body}
 
 
+def storage_root(kind: ResourceKind) -> str:
+    """The key prefix of every object of `kind`."""
+    return f"/registry/{kind.group}/{kind.plural}/"
+
+
 class StoredObjects:
     """The keys and the stored form of one kind's objects in one storage; writes made with a TTL
     (`ttl_seconds` > 0) expire."""
@@ -77,7 +82,7 @@ class StoredObjects:
         self.kind = kind
         self.storage = storage
         self.ttl_seconds = ttl_seconds
-        self._root = f"/registry/{kind.group}/{kind.plural}/"
+        self._root = storage_root(kind)
 
     def key(self, namespace: str, name: str) -> str:
         return f"{self._root}{namespace}/{name}"

@@ -190,6 +190,7 @@ class EtcdStorage:
         self.ca_file, self.cert_file, self.key_file = ca_file, cert_file, key_file
         self.request_timeout = request_timeout
         self.compaction_interval = compaction_interval
+        self.compaction_listeners: list[Callable[[int], None]] = []
         self.progress_interval = progress_interval
         self._connections: list[_Connection] = []
         self._active = 0
@@ -388,11 +389,14 @@ class EtcdStorage:
             if "compacted" not in str(error):  # at or below an earlier compaction: nothing to do
                 raise await self._revision_error(revision, str(error)) from None
         self._compacted_hint = max(self._compacted_hint, revision)
+        for listener in self.compaction_listeners:
+            listener(revision)
 
     def watch(
-        self, prefix: str, *, after_revision: int, progress: bool = False
+        self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
     ) -> AsyncGenerator[WatchEvent, None]:
-        return self._watch(prefix, after_revision, progress)
+        interval = (progress_every or self.progress_interval) if progress else None
+        return self._watch(prefix, after_revision, interval)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -506,7 +510,7 @@ class EtcdStorage:
         )
 
     async def _watch(
-        self, prefix: str, after_revision: int, progress: bool
+        self, prefix: str, after_revision: int, progress: float | None
     ) -> AsyncGenerator[WatchEvent, None]:
         # One gRPC stream at a time per watch: closing the stream is what cancels it on the server.
         # A stream lost with its member (or reset) is reopened from the next undelivered revision on
@@ -514,7 +518,7 @@ class EtcdStorage:
         # request timeout does the watch end as unavailable.
         if self._refused is not None:
             raise self._refused
-        tracker = _Progress(after_revision, self.progress_interval if progress else None)
+        tracker = _Progress(after_revision, progress)
         retry = _Rewatch(self.request_timeout, len(self._connections))
         self._watches += 1
         try:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from apiserver.storage.cacher import CachedStorage
 from apiserver.storage.interface import Storage
 
 
@@ -26,10 +27,26 @@ class StorageOptions:
     # Seconds between compactions (0: never) and between progress notices to idle watches.
     compaction_interval: float = 300.0
     progress_interval: float = 5.0
+    # The key prefixes served from a watch cache (none: no cache), and its window of changes.
+    cache_roots: Sequence[str] = ()
+    watch_cache_size: int = 10_000
 
 
 def open_storage(options: StorageOptions) -> tuple[Storage, str]:
     """The storage, not started yet, and a short description of it for the log."""
+    backend, described = _open_backend(options)
+    if not options.cache_roots:
+        return backend, described
+    cached = CachedStorage(
+        backend,
+        options.cache_roots,
+        window_size=options.watch_cache_size,
+        progress_interval=options.progress_interval,
+    )
+    return cached, f"{described}, watch cache on"
+
+
+def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
     if options.etcd_servers:
         # Imported here: a SQLite server does not load the etcd client.
         from apiserver.storage.etcd import EtcdStorage

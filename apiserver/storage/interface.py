@@ -8,10 +8,10 @@ id of an append-only log row). Every write takes exactly one new revision.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class StorageError(Exception):
@@ -192,10 +192,21 @@ class Storage(Protocol):
         """Drops history older than `revision`: lists and watches from before it raise CompactedError."""
         ...
 
-    def watch(self, prefix: str, *, after_revision: int, progress: bool = False) -> AsyncIterator[WatchEvent]:
+    def watch(
+        self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
+    ) -> AsyncIterator[WatchEvent]:
         """Changes under `prefix` with revision > `after_revision`, in revision order, forever (until
         the consumer stops iterating). Raises CompactedError (at the first iteration) when
         `after_revision` + 1 has been compacted. With `progress`, yields PROGRESS events now and then
-        (at least every few seconds while idle) carrying a revision all earlier changes were
-        delivered up to. The consumer closes the iterator (aclose) to stop."""
+        (at least every few seconds while idle; every `progress_every` seconds when that is given)
+        carrying a revision all earlier changes were delivered up to. The consumer closes the
+        iterator (aclose) to stop."""
         ...
+
+
+@runtime_checkable
+class Compacting(Protocol):
+    """A backend that tells who asks when it has compacted its history (the watch cache trims its
+    window so that no watch starts before the compaction point)."""
+
+    compaction_listeners: list[Callable[[int], None]]

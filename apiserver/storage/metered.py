@@ -128,8 +128,12 @@ class MeteredStorage:
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
 
-    def watch(self, prefix: str, *, after_revision: int, progress: bool = False) -> AsyncIterator[WatchEvent]:
-        return self.inner.watch(prefix, after_revision=after_revision, progress=progress)
+    def watch(
+        self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
+    ) -> AsyncIterator[WatchEvent]:
+        return self.inner.watch(
+            prefix, after_revision=after_revision, progress=progress, progress_every=progress_every
+        )
 
     async def count(self, prefix: str) -> int:
         """How many keys `prefix` holds now (a one-key page and the count of the rest)."""

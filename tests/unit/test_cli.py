@@ -53,6 +53,8 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--max-mutating-requests-inflight": ("0", 0),
     "--request-timeout": ("1m30s", 90.0),
     "--compaction-interval": ("0", 0.0),
+    "--watch-cache": ("false", False),
+    "--default-watch-cache-size": ("100", 100),
     "--log-format": ("json", "json"),
     "--etcd-count-metric-poll-period": ("1m0s", 60.0),
     "--shutdown-delay-duration": ("5s", 5.0),
@@ -133,6 +135,11 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
         (["--event-ttl", "an hour"], 'argument --event-ttl: time: invalid duration "an hour"'),
         (["--bogus"], "unrecognized arguments: --bogus"),
         (
+            ["--watch-cache=maybe"],
+            'argument --watch-cache: strconv.ParseBool: parsing "maybe": invalid syntax',
+        ),
+        (["--default-watch-cache-size", "0"], "--default-watch-cache-size must be positive"),
+        (
             ["--disable-admission-plugins", "AlwaysPullImages"],
             "--disable-admission-plugins: only NamespaceLifecycle can be disabled",
         ),
@@ -161,3 +168,15 @@ def test_storage_options() -> None:
     assert (etcd.etcd_servers, etcd.etcd_ca_file, etcd.compaction_interval) == (("http://e:2379",), "ca", 9.0)
     # Bookmarks ride on progress notices, which come at least every 5 seconds.
     assert etcd.progress_interval == 5.0
+
+
+def test_the_watch_cache_covers_every_served_kind_unless_turned_off() -> None:
+    cached = storage_options(parse_args(["--default-watch-cache-size", "50"]), KINDS)
+    assert cached.cache_roots == (
+        "/registry/rbac.authorization.core.io/rolebindings/",
+        "/registry/events.core.io/events/",
+    )
+    assert cached.watch_cache_size == 50
+    for off in ("--watch-cache=false", "--watch-cache=0", "--watch-cache=F"):
+        assert storage_options(parse_args([off]), KINDS).cache_roots == ()
+    assert storage_options(parse_args(["--watch-cache=true"]), KINDS).cache_roots

@@ -18,8 +18,8 @@ from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.interface import (
-    EventType,
     KeyValue,
     ListResult,
     StorageError,
@@ -27,7 +27,6 @@ from apiserver.storage.interface import (
     WatchEvent,
     WatchOverflowError,
 )
-from apiserver.storage.sqlite.broadcaster import Broadcaster, Subscriber
 from apiserver.storage.sqlite.log import CHANGES_BATCH, Changes, RevisionLog, expiry
 
 __all__ = ["SQLiteStorage", "WatchOverflowError"]
@@ -65,6 +64,7 @@ class SQLiteStorage:
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.compaction_listeners: list[Callable[[int], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -129,11 +129,14 @@ class SQLiteStorage:
 
     async def compact(self, revision: int) -> None:
         await self._run(self._log.compact, revision)
+        for listener in self.compaction_listeners:
+            listener(revision)
 
     def watch(
-        self, prefix: str, *, after_revision: int, progress: bool = False
+        self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
     ) -> AsyncGenerator[WatchEvent, None]:
-        return self._watch(prefix, after_revision, progress)
+        interval = (progress_every or self.progress_interval) if progress else None
+        return self._watch(prefix, after_revision, interval)
 
     # -- running on the database thread ------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class SQLiteStorage:
     # -- watches -----------------------------------------------------------------------------------
 
     async def _watch(
-        self, prefix: str, after_revision: int, progress: bool
+        self, prefix: str, after_revision: int, progress: float | None
     ) -> AsyncGenerator[WatchEvent, None]:
         # Subscribe before reading the log: every change is then in the log read, in the inbox, or
         # both; the revision checks drop the doubles.
@@ -171,7 +174,8 @@ class SQLiteStorage:
                 async for event in replayed:
                     yield event
                     last = event.revision
-            async with contextlib.aclosing(self._follow(subscriber, last, progress)) as followed:
+            published = self._broadcaster.newest
+            async with contextlib.aclosing(follow(subscriber, last, progress, published)) as followed:
                 async for event in followed:
                     yield event
         finally:
@@ -187,32 +191,6 @@ class SQLiteStorage:
                 last = event.revision
             if len(batch) < CHANGES_BATCH:
                 return
-
-    async def _follow(
-        self, subscriber: Subscriber, last: int, progress: bool
-    ) -> AsyncGenerator[WatchEvent, None]:
-        """The broadcast changes after revision `last`; with `progress`, a PROGRESS event whenever
-        the watch has been idle for `progress_interval`."""
-        while True:
-            while subscriber.events:
-                event = subscriber.events.popleft()
-                if event.revision > last:
-                    yield event
-                    last = event.revision
-            if subscriber.failure is not None:
-                raise subscriber.failure
-            subscriber.wakeup.clear()
-            if not progress:
-                await subscriber.wakeup.wait()
-                continue
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
-            # lands as the wakeup comes, and the watch would outlive its deadline.
-            try:
-                async with asyncio.timeout(self.progress_interval):
-                    await subscriber.wakeup.wait()
-            except TimeoutError:
-                # The inbox is empty, so everything published so far has been yielded.
-                yield WatchEvent(EventType.PROGRESS, "", max(last, self._broadcaster.published))
 
     # -- background work ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The contract suite's fixtures: every test runs against a fresh SQLite file and against etcd.
+"""The contract suite's fixtures: every test runs against a fresh SQLite file and against etcd,
+each bare and behind the watch cache (which must keep the same contract).
 
 `store` shares one etcd per session, isolated by a unique key prefix. `isolated_store` gives etcd
 tests their own etcd process, for what is global to an etcd (compaction, history from revision 0).
@@ -6,6 +7,7 @@ tests their own etcd process, for what is global to an etcd (compaction, history
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from apiserver.storage.cacher import CachedStorage
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import Storage
 from apiserver.storage.sqlite.backend import SQLiteStorage
@@ -24,7 +27,14 @@ FAST = {"progress_interval": 0.2}
 StoreFactory = Callable[..., Awaitable[Storage]]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        "sqlite+cache",
+        pytest.param("etcd", marks=pytest.mark.etcd),
+        pytest.param("etcd+cache", marks=pytest.mark.etcd),
+    ]
+)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -38,9 +48,18 @@ async def make_store(
     opened: list[Storage] = []
     processes: list[EtcdProcess] = []
 
+    async def cached(inner: Storage) -> Storage:
+        # Every key the tests write is under one cached root; the cache is filled before use.
+        store = CachedStorage(inner, ["/"], progress_interval=FAST["progress_interval"])
+        await store.start_caches()
+        opened[opened.index(inner)] = store  # closing it closes the inner store
+        async with asyncio.timeout(10):
+            await store.wait_ready()
+        return store
+
     async def make(*, isolated: bool = False, path: str | None = None, **options: Any) -> Storage:
         store: Storage
-        if backend == "sqlite":
+        if backend.startswith("sqlite"):
             options.setdefault("sweep_interval", 0.2)
             store = SQLiteStorage(path or str(tmp_path / "store.db"), **FAST | options)
         elif isolated:
@@ -53,7 +72,7 @@ async def make_store(
             store = EtcdStorage([endpoint], **FAST | options)
         await store.start()
         opened.append(store)
-        return store
+        return await cached(store) if backend.endswith("+cache") else store
 
     yield make
     for store in opened:

@@ -1,4 +1,5 @@
-"""Fan-out of the log's committed changes to the watches open in this process.
+"""Fan-out of committed changes to the watches open in this process (the SQLite log's, the watch
+cache's).
 
 Each watch subscribes with a key prefix and gets a bounded inbox: publishing never waits for a slow
 consumer; one that falls too far behind is failed (WatchOverflowError) and must start over from the
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import AsyncGenerator, Callable
 
-from apiserver.storage.interface import StorageError, WatchEvent, WatchOverflowError
+from apiserver.storage.interface import EventType, StorageError, WatchEvent, WatchOverflowError
 
 
 class Subscriber:
@@ -51,6 +53,10 @@ class Broadcaster:
     def __len__(self) -> int:
         return len(self._subscribers)
 
+    def newest(self) -> int:
+        """The latest revision handed to the subscribers."""
+        return self.published
+
     def subscribe(self, prefix: str) -> Subscriber:
         subscriber = Subscriber(prefix, self.capacity)
         self._subscribers.add(subscriber)
@@ -72,3 +78,30 @@ class Broadcaster:
         for subscriber in self._subscribers:
             subscriber.fail(error)
         self._subscribers.clear()
+
+
+async def follow(
+    subscriber: Subscriber, last: int, progress: float | None, published: Callable[[], int]
+) -> AsyncGenerator[WatchEvent, None]:
+    """The subscriber's changes after revision `last`; with `progress` (seconds), a PROGRESS event
+    whenever the watch has been idle that long, at the newest revision `published` has handed out
+    (everything up to it has been yielded: the inbox is empty)."""
+    while True:
+        while subscriber.events:
+            event = subscriber.events.popleft()
+            if event.revision > last:
+                yield event
+                last = event.revision
+        if subscriber.failure is not None:
+            raise subscriber.failure
+        subscriber.wakeup.clear()
+        if progress is None:
+            await subscriber.wakeup.wait()
+            continue
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+        # lands as the wakeup comes, and the watch would outlive its deadline.
+        try:
+            async with asyncio.timeout(progress):
+                await subscriber.wakeup.wait()
+        except TimeoutError:
+            yield WatchEvent(EventType.PROGRESS, "", max(last, published()))

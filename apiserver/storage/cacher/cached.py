@@ -1,0 +1,151 @@
+"""CachedStorage: the Storage protocol over a backend, with a watch cache for each resource root it
+is given (kube-apiserver's cacher in front of etcd3). Writes, and reads outside those roots, go to
+the backend.
+
+- A list of the current state (revision 0) is answered from the cache once the cache has reached
+  the backend's current revision (a consistent read from cache, as upstream's since 1.31); a list
+  at a given revision (a continued paginated list) reads the backend, unless the cache is still at
+  exactly that revision.
+- A get reads the backend, as upstream's GET without a resourceVersion does: on etcd a consistent
+  read from the cache would cost the same round trip (the current revision) before its lookup.
+- A watch is served from the cache's window of recent changes: many watches, one backend watch. A
+  watch from before the window is the backend's: a client resuming after a long pause gets the
+  changes it missed while the storage still holds them, where upstream's cacher answers 410 "too old
+  resource version" and the client lists everything again; once compacted it is 410 either way.
+- While a cache is not ready (starting, or restarting after its backend watch failed), or when it
+  does not catch up within its freshness timeout, the backend answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+
+from apiserver.storage.cacher.resource import ResourceCache
+from apiserver.storage.interface import Compacting, KeyValue, ListResult, Storage, WatchEvent
+
+WINDOW_SIZE = 10_000
+WATCH_BUFFER = 1_000
+
+
+class CachedStorage:
+    """`backend` with a watch cache for each of `roots` (key prefixes ending in "/")."""
+
+    def __init__(
+        self,
+        backend: Storage,
+        roots: Sequence[str],
+        *,
+        window_size: int = WINDOW_SIZE,
+        watch_buffer: int = WATCH_BUFFER,
+        progress_interval: float = 5.0,
+    ) -> None:
+        self.backend = backend
+        self.progress_interval = progress_interval
+        self.caches = [
+            ResourceCache(
+                backend,
+                root,
+                window_size=window_size,
+                watch_buffer=watch_buffer,
+                progress_interval=progress_interval,
+            )
+            for root in roots
+        ]
+        if isinstance(backend, Compacting):
+            backend.compaction_listeners.append(self._compacted)
+
+    async def start(self) -> None:
+        await self.backend.start()
+        await self.start_caches()
+
+    async def start_caches(self) -> None:
+        """Starts filling the caches (over a backend already started)."""
+        for cache in self.caches:
+            await cache.start()
+
+    async def wait_ready(self) -> None:
+        """Waits until every cache is ready (bound it with asyncio.timeout)."""
+        for cache in self.caches:
+            await cache.filled.wait()
+
+    async def close(self) -> None:
+        for cache in self.caches:
+            await cache.close()
+        await self.backend.close()
+
+    @property
+    def active_watches(self) -> int:
+        return sum(cache.watchers for cache in self.caches)
+
+    def _cache(self, key: str) -> ResourceCache | None:
+        for cache in self.caches:
+            if key.startswith(cache.root):
+                return cache
+        return None
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    async def get(self, key: str) -> KeyValue | None:
+        # As upstream's GET without a resourceVersion, and every read of a read-modify-write: the
+        # backend, whose one read costs what the cache's freshness check would.
+        return await self.backend.get(key)
+
+    async def list(
+        self, prefix: str, *, start: str | None = None, limit: int = 0, revision: int = 0
+    ) -> ListResult:
+        cache = self._cache(prefix)
+        if cache is not None and cache.ready:
+            if revision and revision == cache.revision:
+                return cache.page(prefix, start, limit)
+            if not revision and await cache.fresh():
+                return cache.page(prefix, start, limit)
+        return await self.backend.list(prefix, start=start, limit=limit, revision=revision)
+
+    def watch(
+        self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
+    ) -> AsyncIterator[WatchEvent]:
+        return self._watch(prefix, after_revision, progress, progress_every)
+
+    async def _watch(
+        self, prefix: str, after_revision: int, progress: bool, progress_every: float
+    ) -> AsyncGenerator[WatchEvent, None]:
+        cache = self._cache(prefix)
+        source: AsyncIterator[WatchEvent]
+        # Checked as the watch starts, and followed by no await until the cache has subscribed it.
+        if cache is not None and cache.ready and after_revision >= cache.window.start:
+            source = cache.watch(
+                prefix, after_revision, (progress_every or self.progress_interval) if progress else None
+            )
+        else:
+            source = self.backend.watch(
+                prefix, after_revision=after_revision, progress=progress, progress_every=progress_every
+            )
+        async with contextlib.aclosing(source) as events:  # type: ignore[type-var]
+            async for event in events:
+                yield event
+
+    # -- everything else: the backend's ------------------------------------------------------------
+
+    async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
+        return await self.backend.create(key, value, ttl=ttl)
+
+    async def update(self, key: str, value: bytes, *, expected_revision: int, ttl: int = 0) -> KeyValue:
+        return await self.backend.update(key, value, expected_revision=expected_revision, ttl=ttl)
+
+    async def delete(self, key: str, *, expected_revision: int = 0) -> KeyValue:
+        return await self.backend.delete(key, expected_revision=expected_revision)
+
+    async def current_revision(self) -> int:
+        return await self.backend.current_revision()
+
+    async def compacted_revision(self) -> int:
+        return await self.backend.compacted_revision()
+
+    async def compact(self, revision: int) -> None:
+        await self.backend.compact(revision)
+        self._compacted(revision)
+
+    def _compacted(self, revision: int) -> None:
+        for cache in self.caches:
+            cache.compacted(revision)

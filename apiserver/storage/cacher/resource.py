@@ -1,0 +1,169 @@
+"""The watch cache of one resource, as kube-apiserver's cacher: one storage watch feeds the objects
+in memory and a window of recent changes; lists are answered and watches served from them.
+
+Until it has listed the storage and started its watch (and again after that watch fails), the cache
+is not ready and the caller reads the storage itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+
+from apiserver.storage.broadcaster import Broadcaster, follow
+from apiserver.storage.cacher.state import SortedState, Window
+from apiserver.storage.interface import (
+    CompactedError,
+    EventType,
+    ListResult,
+    Storage,
+    StorageError,
+    StorageUnavailableError,
+    WatchEvent,
+)
+
+log = logging.getLogger(__name__)
+
+# How often the cache's own storage watch reports progress while idle: a consistent read waits for
+# the cache to reach the storage's revision, at most about this long when nothing changes here.
+FRESHNESS_INTERVAL = 0.1
+# How long a consistent read waits for the cache before it reads the storage instead (upstream 3 s).
+FRESHNESS_TIMEOUT = 3.0
+# How long the cache waits before it lists and watches the storage again after its watch failed.
+RESTART_DELAY = 0.5
+LIST_PAGE = 10_000
+
+
+class ResourceCache:
+    """The objects under `root`, at `revision`, and their latest `window_size` changes."""
+
+    def __init__(
+        self, storage: Storage, root: str, *, window_size: int, watch_buffer: int, progress_interval: float
+    ) -> None:
+        self.storage = storage
+        self.root = root
+        self.progress_interval = progress_interval
+        self.state = SortedState()
+        self.window = Window(window_size)
+        self.revision = 0
+        self.filled = asyncio.Event()  # set while the cache is ready
+        self._broadcaster = Broadcaster(watch_buffer)
+        self._advanced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"watch-cache {self.root}")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
+
+    @property
+    def ready(self) -> bool:
+        return self.filled.is_set()
+
+    @property
+    def watchers(self) -> int:
+        return len(self._broadcaster)
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    async def fresh(self) -> bool:
+        """Waits until the cache has caught up with the storage's current revision; False when it
+        is not ready or did not catch up within FRESHNESS_TIMEOUT."""
+        if not self.ready:
+            return False
+        target = await self.storage.current_revision()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FRESHNESS_TIMEOUT):
+                while self.ready and self.revision < target:
+                    self._advanced.clear()
+                    await self._advanced.wait()
+        return self.ready and self.revision >= target
+
+    def page(self, prefix: str, start: str | None, limit: int) -> ListResult:
+        return self.state.page(prefix, start, limit, self.revision)
+
+    async def watch(
+        self, prefix: str, after_revision: int, progress: float | None
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """The changes under `prefix` after `after_revision`: those the window holds, then the live
+        ones. CompactedError when the window no longer reaches back to it (410, as upstream)."""
+        if after_revision < self.window.start:
+            raise CompactedError(after_revision + 1, self.window.start + 1)
+        # Subscribed before the window is read, with no await between: every change is in one or
+        # both, and the revision check in `follow` drops the doubles.
+        subscriber = self._broadcaster.subscribe(prefix)
+        try:
+            last = after_revision
+            for event in list(self.window.after(after_revision, prefix)):
+                yield event
+                last = event.revision
+            async with contextlib.aclosing(follow(subscriber, last, progress, self._newest)) as followed:
+                async for event in followed:
+                    yield event
+        finally:
+            self._broadcaster.unsubscribe(subscriber)
+
+    def _newest(self) -> int:
+        return self.revision
+
+    # -- filling -----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._fill()
+            except StorageError as error:
+                log.warning("watch cache of %s restarts: %s", self.root, error)
+            self.filled.clear()
+            self._broadcaster.fail_all(StorageUnavailableError(f"the watch cache of {self.root} restarts"))
+            self._advanced.set()
+            await asyncio.sleep(RESTART_DELAY)
+
+    async def _fill(self) -> None:
+        """Lists the storage, then follows its watch until that fails."""
+        state, revision = await self._list()
+        self.state, self.revision = state, revision
+        self.window.reset(revision)
+        events = self.storage.watch(
+            self.root, after_revision=revision, progress=True, progress_every=FRESHNESS_INTERVAL
+        )
+        async with contextlib.aclosing(events) as changes:  # type: ignore[type-var]
+            async for event in changes:
+                self._apply(event)
+                if not self.ready:  # the watch has answered: it is established
+                    self.filled.set()
+                    log.info(
+                        "watch cache of %s ready at revision %d (%d objects)", self.root, revision, len(state)
+                    )
+
+    async def _list(self) -> tuple[SortedState, int]:
+        state = SortedState()
+        page = await self.storage.list(self.root, limit=LIST_PAGE)
+        revision = page.revision
+        while True:
+            for kv in page.items:
+                state.put(kv)
+            if not (page.more and page.items):
+                return state, revision
+            start = page.items[-1].key + "\x00"
+            page = await self.storage.list(self.root, start=start, limit=LIST_PAGE, revision=revision)
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type is not EventType.PROGRESS:
+            self.state.apply(event)
+            self.window.add(event)
+            self._broadcaster.publish([event])
+        if event.revision > self.revision:
+            self.revision = event.revision
+            self._advanced.set()
+
+    def compacted(self, revision: int) -> None:
+        """The storage was compacted to `revision`: no watch starts before it any more."""
+        self.window.trim(revision)

@@ -1,0 +1,89 @@
+"""What a watch cache holds in memory: the objects of one resource at its revision, sorted by key,
+and the window of its most recent changes.
+
+The keys are a plain sorted list searched with `bisect`: a lookup or a page is O(log n), an insert
+or a removal a memmove (tens of microseconds at 100,000 keys), and nothing beyond the standard
+library is needed for it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterator
+
+from apiserver.storage.interface import EventType, KeyValue, ListResult, WatchEvent
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest string after every string starting with `prefix` (etcd's range end)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else "\U0010ffff"
+
+
+class SortedState:
+    """The latest value of every key, in key order."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, KeyValue] = {}
+        self._keys: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, key: str) -> KeyValue | None:
+        return self._values.get(key)
+
+    def put(self, kv: KeyValue) -> None:
+        if kv.key not in self._values:
+            bisect.insort(self._keys, kv.key)
+        self._values[kv.key] = kv
+
+    def remove(self, key: str) -> None:
+        if self._values.pop(key, None) is not None:
+            del self._keys[bisect.bisect_left(self._keys, key)]
+
+    def apply(self, event: WatchEvent) -> None:
+        if event.type is EventType.PUT and event.value is not None:
+            self.put(KeyValue(event.key, event.value, event.revision, event.create_revision))
+        elif event.type is EventType.DELETE:
+            self.remove(event.key)
+
+    def page(self, prefix: str, start: str | None, limit: int, revision: int) -> ListResult:
+        """Keys under `prefix` from `start` (inclusive), at most `limit` (0: all), as a list read
+        at `revision` returns them."""
+        low = bisect.bisect_left(self._keys, prefix if start is None else max(prefix, start))
+        high = bisect.bisect_left(self._keys, prefix_end(prefix), low)
+        stop = min(high, low + limit) if limit > 0 else high
+        items = [self._values[key] for key in self._keys[low:stop]]
+        return ListResult(items, revision, stop < high, high - stop)
+
+
+class Window:
+    """The most recent changes, oldest first, at most `capacity` of them. `start` is the revision
+    every later change is held from: a watch from it or later can be served, an older one cannot."""
+
+    def __init__(self, capacity: int) -> None:
+        self.events: deque[WatchEvent] = deque()
+        self.capacity = capacity
+        self.start = 0
+
+    def reset(self, revision: int) -> None:
+        self.events.clear()
+        self.start = revision
+
+    def add(self, event: WatchEvent) -> None:
+        if len(self.events) >= self.capacity:
+            self.start = self.events.popleft().revision
+        self.events.append(event)
+
+    def trim(self, revision: int) -> None:
+        """Drops the changes before `revision` (compacted away)."""
+        while self.events and self.events[0].revision < revision:
+            self.start = self.events.popleft().revision
+        self.start = max(self.start, revision - 1)
+
+    def after(self, revision: int, prefix: str) -> Iterator[WatchEvent]:
+        """The held changes under `prefix` after `revision` (which must be >= `start`)."""
+        for event in self.events:
+            if event.revision > revision and event.key.startswith(prefix):
+                yield event
