@@ -19,7 +19,7 @@ import pytest
 
 from tests.integration.test_rbac_standalone import UserApi, bind
 from tests.support.api import Api, rb_path, rolebinding
-from tests.support.server import ServerProcess
+from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
 
 GARBAGE = b"garbage\x00\xff"
 DECODE_ERROR = (
@@ -91,6 +91,23 @@ def unsafe_delete(api: Api, namespace: str, name: str) -> None:
         "details": {"name": name, "kind": "RoleBinding"},
         "code": 200,
     }
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """As the shared fixture, but on SQLite without the watch cache: the damage is made in place on
+    disk under the running server, which only a server reading the disk sees (a cached one holds
+    what it read; restarted, it would stay unready, its RBAC index failing to list, as upstream's)."""
+    args = backend_args(request, request.param)
+    if request.param == "sqlite":
+        args.append("--watch-cache=false")
+    process = start_server(tmp_path_factory.mktemp(f"coreio-{request.param}"), args)
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="module")
