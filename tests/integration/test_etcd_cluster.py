@@ -64,6 +64,10 @@ async def cluster() -> AsyncIterator[EtcdCluster]:
         await asyncio.to_thread(etcd.stop)
 
 
+# The watch cache window of the watch-integrity test, kept small so that watchers can fall behind it.
+CACHE_WINDOW = 50
+
+
 def coreio_on(data_dir: Path, etcd: EtcdCluster, prefix: str, *extra: str) -> ServerProcess:
     return ServerProcess(
         data_dir=data_dir,
@@ -262,9 +266,11 @@ def compact(etcd: EtcdCluster) -> int:
 async def test_watchers_stay_consistent_through_leader_change_restart_and_compaction(
     tmp_path: Path, cluster: EtcdCluster
 ) -> None:
-    # A watch cache window of 50 changes: the paused watchers resume from before it, so etcd serves
+    # A watch cache window of CACHE_WINDOW changes: the paused watchers resume from before it, so etcd serves
     # them, and past the compaction that is 410 (within the window they would resume gap-free).
-    server = coreio_on(tmp_path / "coreio", cluster, "/watch-integrity", "--default-watch-cache-size", "50")
+    server = coreio_on(
+        tmp_path / "coreio", cluster, "/watch-integrity", "--default-watch-cache-size", str(CACHE_WINDOW)
+    )
     await asyncio.to_thread(server.start)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
@@ -284,6 +290,8 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
             for watcher in watchers[:2]:
                 watcher.go.clear()
             await asyncio.sleep(0.5)
+            # More writes than the cache's window holds: the paused watchers resume from before it.
+            await wait_for_writes(load, len(load.outcomes) + 4 * CACHE_WINDOW)
             faults.append({"compacted at": await asyncio.to_thread(compact, cluster)})
             await asyncio.sleep(0.3)
             for watcher in watchers[:2]:
