@@ -1,0 +1,203 @@
+"""The benchmark's parts that need no process: reading wrk's report, ratios, the issue's targets."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import wrk
+from bench.options import parse as parse_options
+from bench.report import (
+    COREIO_ETCD,
+    COREIO_SQLITE,
+    CREATE,
+    FRESH,
+    GET,
+    KUBE,
+    LIST_ALL,
+    MEMORY,
+    READY,
+    Row,
+    fmt,
+    from_json,
+    markdown,
+    to_json,
+    verdicts,
+    watch_section,
+)
+from bench.stats import percentile
+from bench.watchers import Watch, summary
+from tests.unit.test_code_shape import long_functions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WRK_REPORT = """Running 10s test @ https://127.0.0.1:40123/apis/events.core.io/v1/namespaces/list/events
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     7.41ms    2.10ms  48.20ms   91.02%
+    Req/Sec     1.09k   101.22     1.31k    72.50%
+  Latency Distribution
+     50%    6.98ms
+     75%    7.80ms
+     90%    9.12ms
+     99%   15.31ms
+  21702 requests in 10.01s, 35.62MB read
+  Socket errors: connect 0, read 2, write 0, timeout 3
+  Non-2xx or 3xx responses: 4
+Requests/sec:   2168.06
+Transfer/sec:      3.56MB
+"""
+
+
+def test_wrk_report_gives_rate_percentiles_and_errors() -> None:
+    result = wrk.parse(WRK_REPORT)
+    assert result.rate == pytest.approx(2168.06)
+    assert result.p50 == pytest.approx(0.00698)
+    assert result.p99 == pytest.approx(0.01531)
+    assert result.requests == 21702
+    assert result.errors == 2 + 3 + 4
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "expected"),
+    [("812.00", "us", 812e-6), ("5.23", "ms", 0.00523), ("1.02", "s", 1.02), ("1.50", "m", 90.0)],
+)
+def test_wrk_durations_carry_their_unit(value: str, unit: str, expected: float) -> None:
+    assert wrk.seconds(value, unit) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("value", "suffix", "expected"), [("3050.12", "", 3050.12), ("1.53", "k", 1530.0), ("2.10", "M", 2.1e6)]
+)
+def test_wrk_rates_carry_their_suffix(value: str, suffix: str, expected: float) -> None:
+    assert wrk.per_second(value, suffix) == pytest.approx(expected)
+
+
+def test_a_slow_run_in_seconds_and_a_k_rate_parse() -> None:
+    report = re.sub(r"50%\s+6.98ms", "50%    1.20s", WRK_REPORT)
+    report = report.replace("99%   15.31ms", "99%  812.00us").replace("2168.06", "1.53k")
+    report = report.replace("  Socket errors: connect 0, read 2, write 0, timeout 3\n", "")
+    result = wrk.parse(report)
+    assert result.p50 == pytest.approx(1.2)
+    assert result.p99 == pytest.approx(812e-6)
+    assert result.rate == pytest.approx(1530.0)
+    assert result.errors == 4
+
+
+def test_wrk_report_without_latency_distribution_is_refused() -> None:
+    with pytest.raises(ValueError, match="--latency"):
+        wrk.parse(WRK_REPORT.split("  Latency Distribution")[0] + "Requests/sec:   10.00\n")
+
+
+def rate_row(section: str, connections: int, etcd: float, sqlite: float, kube: float) -> Row:
+    return Row(section, "rate", "/s", connections, {COREIO_ETCD: etcd, COREIO_SQLITE: sqlite, KUBE: kube})
+
+
+def test_ratio_is_coreio_over_kube_apiserver() -> None:
+    row = rate_row(CREATE, 16, 500.0, 1000.0, 800.0)
+    assert row.ratio(COREIO_ETCD) == pytest.approx(0.625)
+    assert row.ratio(COREIO_SQLITE) == pytest.approx(1.25)
+    assert Row(CREATE, "rate", "/s", 1, {COREIO_ETCD: 5.0}).ratio(COREIO_ETCD) is None
+    assert Row(CREATE, "rate", "/s", 1, {COREIO_ETCD: 5.0, KUBE: 0.0}).ratio(COREIO_ETCD) is None
+
+
+def verdict_of(rows: list[Row], target: str) -> tuple[bool | None, bool | None]:
+    found = next(v for v in verdicts(rows) if v.target.startswith(target))
+    return found.met[COREIO_ETCD], found.met[COREIO_SQLITE]
+
+
+def test_throughput_targets_need_every_connection_count_at_least_kube() -> None:
+    rows = [rate_row(CREATE, 1, 900.0, 1100.0, 1000.0), rate_row(CREATE, 64, 2000.0, 1500.0, 1500.0)]
+    rows += [rate_row(GET, 16, 3000.0, 3000.0, 2000.0), rate_row(LIST_ALL, 16, 10.0, 30.0, 20.0)]
+    assert verdict_of(rows, "creates") == (False, True)
+    assert verdict_of(rows, "GET") == (True, True)
+    assert verdict_of(rows, "LIST") == (False, True)
+    detail = next(v for v in verdicts(rows) if v.target.startswith("creates")).detail[COREIO_ETCD]
+    assert detail == "worst 0.90x (create c=1)"
+
+
+def test_watch_target_needs_p99_at_most_kube_and_nothing_lost() -> None:
+    section = watch_section(1000)
+    rows = [
+        Row(section, "written", "/s", values={COREIO_ETCD: 950.0, COREIO_SQLITE: 1000.0, KUBE: 1000.0}),
+        Row(section, "p99", "s", values={COREIO_ETCD: 0.05, COREIO_SQLITE: 0.04, KUBE: 0.06}),
+        Row(section, "lost", "n", values={COREIO_ETCD: 0.0, COREIO_SQLITE: 3.0, KUBE: 0.0}),
+    ]
+    assert verdict_of(rows, "watch") == (True, False)
+    rows[1].values[COREIO_ETCD] = 0.07
+    assert verdict_of(rows, "watch")[0] is False
+
+
+def test_watch_latency_at_a_lower_write_rate_than_kube_does_not_count() -> None:
+    section = watch_section(1000)
+    rows = [
+        Row(section, "written", "/s", values={COREIO_ETCD: 80.0, KUBE: 800.0}),
+        Row(section, "p99", "s", values={COREIO_ETCD: 0.05, KUBE: 6.0}),
+        Row(section, "lost", "n", values={COREIO_ETCD: 0.0, KUBE: 0.0}),
+    ]
+    assert verdict_of(rows, "watch")[0] is False
+
+
+def test_memory_and_ready_targets() -> None:
+    rows = [
+        Row(MEMORY, "rss/json", "x", values={COREIO_ETCD: 2.4, COREIO_SQLITE: 2.6}),
+        Row(READY, FRESH, "s", values={COREIO_ETCD: 1.9, COREIO_SQLITE: 2.1, KUBE: 3.0}),
+    ]
+    assert verdict_of(rows, "RSS") == (True, False)
+    assert verdict_of(rows, "ready") == (True, False)
+
+
+def test_unmeasured_targets_say_so() -> None:
+    assert all(v.met == {COREIO_ETCD: None, COREIO_SQLITE: None} for v in verdicts([]))
+
+
+def test_markdown_has_a_row_per_figure_with_ratios_and_the_targets() -> None:
+    text = markdown([rate_row(GET, 16, 3000.0, 1500.0, 2000.0)], "run")
+    assert "| GET one Event c=16 rate | 3,000/s | 1,500/s | 2,000/s | - | 1.50x | 0.75x |" in text
+    assert "| GET ≥ 1.0x kube-apiserver | met: worst 1.50x (GET one Event c=16) |" in text
+    assert "NOT met: worst 0.75x" in text
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [(0.0123, "s", "12.3 ms"), (12.5, "s", "12.5 s"), (3 * 2**20, "B", "3.0 MiB"), (1234.4, "/s", "1,234/s")],
+)
+def test_figures_are_shown_in_their_unit(value: float, unit: str, shown: str) -> None:
+    assert fmt(value, unit) == shown
+
+
+def test_watchers_note_each_event_once_and_count_what_they_missed() -> None:
+    watch = Watch(re.compile(rb'"name":"w1-(\d+|end)"'))
+    line = '{"type":"ADDED","object":{"metadata":{"name":"w1-%s"},"regarding":{"name":"subject-0"}}}\n'
+    watch.feed(((line % 0) + (line % 1)).encode(), 100.0)
+    watch.feed(((line % 1) + (line % "end")).encode(), 101.0)
+    assert watch.received == {0: 100.0, 1: 100.0}
+    assert watch.ended.is_set()
+    got = summary([watch], {0: 99.5, 1: 100.5, 2: 100.6})
+    assert (got["lost"], got["deliveries"]) == (1, 2)
+    assert got["p99"] == pytest.approx(0.5)  # 1 arrived before its acknowledgement: latency 0
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 0.5) == 0.0
+    assert percentile([float(i) for i in range(100)], 0.99) == 99.0
+
+
+def test_quick_scales_down() -> None:
+    quick, full = parse_options(["--quick"]), parse_options([])
+    assert (quick.duration, quick.rss_objects, quick.list_objects) == (2.0, 2000, 1000)
+    assert (full.duration, full.rss_objects, full.list_objects) == (10.0, 100_000, 10_000)
+    assert full.connections == (1, 16, 64)
+    assert full.out.parent == ROOT / "bench" / "results"
+
+
+def test_no_bench_function_is_longer_than_60_lines() -> None:
+    assert long_functions(ROOT / "bench") == []
+
+
+def test_rows_survive_json_and_small_rates_keep_a_decimal() -> None:
+    rows = [rate_row(LIST_ALL, 64, 2.6, 0.45, 4.0)]
+    assert from_json(to_json(rows)) == rows
+    assert fmt(2.6, "/s") == "2.6/s"
