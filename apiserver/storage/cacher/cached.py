@@ -48,7 +48,6 @@ class CachedStorage:
                 root,
                 window_size=window_size,
                 watch_buffer=watch_buffer,
-                progress_interval=progress_interval,
             )
             for root in roots
         ]

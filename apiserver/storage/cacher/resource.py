@@ -39,12 +39,9 @@ LIST_PAGE = 10_000
 class ResourceCache:
     """The objects under `root`, at `revision`, and their latest `window_size` changes."""
 
-    def __init__(
-        self, storage: Storage, root: str, *, window_size: int, watch_buffer: int, progress_interval: float
-    ) -> None:
+    def __init__(self, storage: Storage, root: str, *, window_size: int, watch_buffer: int) -> None:
         self.storage = storage
         self.root = root
-        self.progress_interval = progress_interval
         self.state = SortedState()
         self.window = Window(window_size)
         self.revision = 0
@@ -93,7 +90,8 @@ class ResourceCache:
         self, prefix: str, after_revision: int, progress: float | None
     ) -> AsyncGenerator[WatchEvent, None]:
         """The changes under `prefix` after `after_revision`: those the window holds, then the live
-        ones. CompactedError when the window no longer reaches back to it (410, as upstream)."""
+        ones. The caller sends a watch from before the window to the storage; one that reaches here
+        all the same (the window moved) ends with CompactedError, upstream's "too old" 410."""
         if after_revision < self.window.start:
             raise CompactedError(after_revision + 1, self.window.start + 1)
         # Subscribed before the window is read, with no await between: every change is in one or
@@ -101,7 +99,7 @@ class ResourceCache:
         subscriber = self._broadcaster.subscribe(prefix)
         try:
             last = after_revision
-            for event in list(self.window.after(after_revision, prefix)):
+            for event in self.window.after(after_revision, prefix):
                 yield event
                 last = event.revision
             async with contextlib.aclosing(follow(subscriber, last, progress, self._newest)) as followed:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Iterator
 
 from apiserver.storage.interface import EventType, KeyValue, ListResult, WatchEvent
 
@@ -29,9 +28,6 @@ class SortedState:
 
     def __len__(self) -> int:
         return len(self._keys)
-
-    def get(self, key: str) -> KeyValue | None:
-        return self._values.get(key)
 
     def put(self, kv: KeyValue) -> None:
         if kv.key not in self._values:
@@ -82,8 +78,14 @@ class Window:
             self.start = self.events.popleft().revision
         self.start = max(self.start, revision - 1)
 
-    def after(self, revision: int, prefix: str) -> Iterator[WatchEvent]:
-        """The held changes under `prefix` after `revision` (which must be >= `start`)."""
-        for event in self.events:
-            if event.revision > revision and event.key.startswith(prefix):
-                yield event
+    def after(self, revision: int, prefix: str) -> list[WatchEvent]:
+        """The held changes under `prefix` after `revision` (which must be >= `start`), read from
+        the newest back: a watch resuming near the present costs what it is sent, not the window."""
+        newer: list[WatchEvent] = []
+        for event in reversed(self.events):
+            if event.revision <= revision:
+                break
+            if event.key.startswith(prefix):
+                newer.append(event)
+        newer.reverse()
+        return newer
