@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -28,8 +29,10 @@ from apiserver.http.middleware import (
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.openapi import OpenAPIService
 from apiserver.http.responses import object_response
-from apiserver.http.system import SystemEndpoints
+from apiserver.http.system import STORAGE_READINESS_HOOK, SystemEndpoints, await_storage_readiness
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
+from apiserver.http.workermetrics import WorkerSet, serve_own
+from apiserver.http.workermetrics import gathered as gathered_metrics
 from apiserver.rbac.chain import Authorization, AuthorizationConfig, server_authorization
 from apiserver.rbac.webhook import WEBHOOK_PATH
 from apiserver.registry.store import ResourceStore
@@ -68,13 +71,18 @@ def build_app(
     authorization_config: AuthorizationConfig | None = None,
     kinds: Sequence[ResourceKind] = KINDS,
     namespaces: NamespaceLifecycle | None = None,
+    workers: WorkerSet | None = None,
 ) -> web.Application:
     """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them,
     after namespace lifecycle when the cluster's namespaces are known), authorization over the
-    RoleBindings, the API, OpenAPI and system routes, and the lifecycle."""
+    RoleBindings, the API, OpenAPI and system routes, and the lifecycle. `workers`: this is one of
+    several worker processes, whose /metrics answers for all."""
     metrics = ServerMetrics(kinds)
     stores = build_stores(settings, storage, kinds, metrics.storage)
-    authz = server_authorization(authorization_config or AuthorizationConfig(), stores)
+    # What all workers would report alike (bindings' problems, object counts), the first reports.
+    reporter = workers is None or workers.index == 0
+    config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
+    authz = server_authorization(config, stores)
     for store in stores:
         generic = namespaces.admission(store.kind.group_resource) if namespaces else None
         store.admission = chained([generic, store.kind.admission(authz)])
@@ -96,10 +104,12 @@ def build_app(
     _add_lifecycle(app, storage, authz)
     if settings.etcd_count_metric_poll_period > 0:
         counting = hooks.add("storage-object-count-tracker-hook")
-        _add_object_counts(app, metrics, stores, settings.etcd_count_metric_poll_period, counting)
+        period = settings.etcd_count_metric_poll_period if reporter else 0.0
+        _add_object_counts(app, metrics, stores, period, counting)
+    _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
-    _add_system_routes(app, storage, authz, namespaces, hooks, metrics)
+    _add_system_routes(app, storage, authz, namespaces, hooks, metrics, workers)
     app.on_startup.append(_all_done(started))  # after every start-up step above
     return app
 
@@ -111,6 +121,7 @@ def _add_system_routes(
     namespaces: NamespaceLifecycle | None,
     hooks: PostStartHooks,
     metrics: ServerMetrics,
+    workers: WorkerSet | None,
 ) -> None:
     """Health (`informer-sync` once authorization's index and roles, and the cluster's namespaces
     if watched, are in), version and metrics."""
@@ -122,9 +133,34 @@ def _add_system_routes(
         storage,
         ready_checks={"informer-sync": informers_synced},
         post_start_hooks=hooks,
-        metrics=(lambda: metrics.exposition().decode(),),
+        metrics=_exposition(app, metrics, workers),
     )
     system.add_routes(app.router)
+
+
+def _exposition(
+    app: web.Application, metrics: ServerMetrics, workers: WorkerSet | None
+) -> Callable[[], Awaitable[str]]:
+    """/metrics' text: this server's, or with `workers` every worker's (this one serving its own to
+    the others on its socket while the app runs)."""
+
+    async def own() -> str:
+        return metrics.exposition().decode()
+
+    if workers is None:
+        return own
+
+    async def serve_siblings(_app: web.Application) -> AsyncIterator[None]:
+        runner = await serve_own(workers, metrics.exposition)
+        yield
+        await runner.cleanup()
+
+    app.cleanup_ctx.append(serve_siblings)
+
+    async def gathered() -> str:
+        return await gathered_metrics(workers, metrics.exposition().decode())
+
+    return gathered
 
 
 def _all_done(steps: Sequence[Callable[[], None]]) -> Callable[[web.Application], Awaitable[None]]:
@@ -212,7 +248,8 @@ def _add_object_counts(
     started: Callable[[], None],
 ) -> None:
     """`apiserver_storage_objects` of each kind, counted every `period` seconds while the server
-    runs, as upstream's storage-object-count-tracker does; `started` once it runs."""
+    runs, as upstream's storage-object-count-tracker does (0: by another worker); `started` once it
+    runs."""
     counted = [
         (store.kind, store.storage, store.prefix(None))
         for store in stores
@@ -221,10 +258,30 @@ def _add_object_counts(
     tasks: list[asyncio.Task[None]] = []
 
     async def start(_app: web.Application) -> None:
-        tasks.append(
-            asyncio.create_task(metrics.observe_counts(counted, period), name="coreio-object-counts")
-        )
+        if period > 0:
+            task = asyncio.create_task(metrics.observe_counts(counted, period), name="coreio-object-counts")
+            tasks.append(task)
         started()
+
+    async def stop(_app: web.Application) -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app.on_startup.append(start)
+    app.on_cleanup.insert(0, stop)
+
+
+def _add_storage_readiness(app: web.Application, storage: Storage, ready: Callable[[], None]) -> None:
+    """`ready` once the storage, started, has filled its watch caches: until then /readyz fails
+    on `poststarthook/storage-readiness` while the server already answers."""
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(_app: web.Application) -> None:
+        tasks.append(
+            asyncio.create_task(await_storage_readiness(storage, ready), name="coreio-storage-readiness")
+        )
 
     async def stop(_app: web.Application) -> None:
         for task in tasks:

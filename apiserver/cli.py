@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from apiserver import logs, server
+from apiserver import logs, server, supervisor
 from apiserver.config import NAMESPACE_LIFECYCLE, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
@@ -192,6 +192,13 @@ FLAGS = (
         check=lambda size: size > 0,
         check_error="--default-watch-cache-size must be positive",
     ),
+    Flag(
+        "--workers",
+        "worker processes serving the port, each with its own watch cache (0: one per core)",
+        int,
+        check=lambda count: count >= 0,
+        check_error="--workers must not be negative",
+    ),
     Flag("--log-format", "log lines as text, or as one JSON object each", choices=("text", "json")),
     Flag(
         "--etcd-count-metric-poll-period",
@@ -259,7 +266,7 @@ def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KIND
     settings = parse_args(argv, kinds)
     logs.configure(settings.log_format)
     try:
-        server.run(settings, kinds)
+        supervisor.run(settings, kinds)
     except server.StartError as exc:
         # One line and status 1, as kube-apiserver ends when it cannot start.
         sys.exit(f"{PROG}: error: {exc}")

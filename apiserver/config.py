@@ -78,6 +78,8 @@ class Settings:
     default_watch_cache_size: int = 10_000
     # Log lines as text or one JSON object each ("json").
     log_format: str = "text"
+    # Worker processes serving the port, each with its own watch cache (0: one per core).
+    workers: int = 0
     # How often apiserver_storage_objects is counted (kube-apiserver's flag; 0: never).
     etcd_count_metric_poll_period: float = 60.0
     # Graceful termination, as kube-apiserver's flags of the same names: how long /readyz fails

@@ -24,7 +24,12 @@ request_id: contextvars.ContextVar[str] = contextvars.ContextVar("coreio_request
 
 class JSONFormatter(logging.Formatter):
     """A record as one line of JSON: time (RFC 3339, UTC, microseconds), level, logger and message,
-    then the request's `auditID` when there is one, and `exception` with a traceback."""
+    then the request's `auditID` when there is one, the `worker` process's index when the server
+    runs several, and `exception` with a traceback."""
+
+    def __init__(self, worker: int | None = None) -> None:
+        super().__init__()
+        self.worker = worker
 
     def format(self, record: logging.LogRecord) -> str:
         moment = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
@@ -36,6 +41,8 @@ class JSONFormatter(logging.Formatter):
         }
         if audit_id := request_id.get():
             line["auditID"] = audit_id[:MAX_LOGGED_ID]
+        if self.worker is not None:
+            line["worker"] = self.worker
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -45,17 +52,20 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def formatter(log_format: str) -> logging.Formatter:
+def formatter(log_format: str, worker: int | None = None) -> logging.Formatter:
     if log_format == "json":
-        return JSONFormatter()
+        return JSONFormatter(worker)
+    if worker is not None:
+        return logging.Formatter(TEXT_FORMAT.replace("%(name)s", f"%(name)s[worker {worker}]"))
     return logging.Formatter(TEXT_FORMAT)
 
 
-def configure(log_format: str) -> None:
+def configure(log_format: str, worker: int | None = None) -> None:
     """Lines of the root logger's handlers (a new one on stderr, at INFO, if it has none) in
-    `log_format`. Loggers with handlers of their own (the audit log's file) are left alone."""
+    `log_format`, tagged with the `worker`'s index in a server of several. Loggers with handlers of
+    their own (the audit log's file) are left alone."""
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=logging.INFO)
     for handler in root.handlers:
-        handler.setFormatter(formatter(log_format))
+        handler.setFormatter(formatter(log_format, worker))

@@ -27,6 +27,7 @@ from apiserver.app import build_app
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
+from apiserver.http.workermetrics import WorkerSet
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
@@ -129,6 +130,7 @@ def storage_options(settings: Settings, kinds: Sequence[ResourceKind] = ()) -> S
         etcd_cert_file=settings.etcd_certfile,
         etcd_key_file=settings.etcd_keyfile,
         compaction_interval=settings.compaction_interval,
+        sqlite_shared=settings.workers > 1,
         progress_interval=min(MAX_PROGRESS_INTERVAL, settings.watch_bookmark_interval),
         cache_roots=tuple(storage_root(kind) for kind in kinds) if settings.watch_cache else (),
         watch_cache_size=settings.default_watch_cache_size,
@@ -161,9 +163,10 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def listen(bind_address: str, port: int) -> socket.socket:
+def listen(bind_address: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, taken before anything is set up (as upstream creates its listener
-    first): a port in use is reported at once, in kube-apiserver's words."""
+    first): a port in use is reported at once, in kube-apiserver's words. `reuse_port`: one of
+    several (one per worker) the kernel spreads the connections over."""
     where = _host_port(bind_address, port)
     failed = f"failed to listen on {where}: listen tcp"
     try:
@@ -177,6 +180,8 @@ def listen(bind_address: str, port: int) -> socket.socket:
     step = "bind"
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         step = "listen"
         sock.listen(LISTEN_BACKLOG)
@@ -260,28 +265,56 @@ async def serve(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> No
     second signal ends the process at once. StartError: why it could not start."""
     signals = Signals()
     with own_data_dir(settings), closing(listen(settings.bind_address, settings.secure_port)) as sock:
-        reached = endpoint(settings)
-        if not settings.standalone:
-            check_serving_files(reached.cert_file, reached.key_file)
-        security = await configure_security(settings, reached.client_cas, reached.tokens)
-        try:
-            serving = serving_certificate(reached, security.trusted_cas)
-            await check_storage(storage_options(settings))
-            started = await start(settings, kinds, security)
-        except BaseException:
-            await security.close()
-            raise
-        site = web.SockSite(started.runner, sock, ssl_context=serving.context)
-        await site.start()
-        log.info("coreio-apiserver serving on %s (storage: %s)", reached.url, started.storage)
-        if reached.kubeconfig is not None:
-            log.info(
-                "kubeconfig written to %s; try: kubectl --kubeconfig %s api-resources",
-                reached.kubeconfig,
-                reached.kubeconfig,
-            )
-        await signals.received()
-        await shut_down(settings, started.runner, site, started.lifecycle)
+        await serve_on(settings, kinds, sock, prepare(settings), signals)
+
+
+def prepare(settings: Settings) -> Endpoint:
+    """What is set up once for the whole server before it serves: the endpoint and its files."""
+    reached = endpoint(settings)
+    if not settings.standalone:
+        check_serving_files(reached.cert_file, reached.key_file)
+    # The CA files the flags name (the cluster's, read later, are checked as they come).
+    named = (settings.client_ca_file, settings.requestheader_client_ca_file)
+    check_ca_files([Path(path) for path in named if path])
+    return reached
+
+
+async def serve_on(
+    settings: Settings,
+    kinds: Sequence[ResourceKind],
+    sock: socket.socket,
+    reached: Endpoint,
+    signals: Signals,
+    workers: WorkerSet | None = None,
+) -> None:
+    """Serves on a listening socket until `signals` say stop: the whole life of the server, or of
+    one of its `workers` (the first of which logs where it serves)."""
+    announce = workers is None or workers.index == 0
+    security = await configure_security(settings, reached.client_cas, reached.tokens)
+    try:
+        serving = serving_certificate(reached, security.trusted_cas)
+        await check_storage(storage_options(settings))
+        started = await start(settings, kinds, security, workers)
+    except BaseException:
+        await security.close()
+        raise
+    site = web.SockSite(started.runner, sock, ssl_context=serving.context)
+    await site.start()
+    log.log(
+        logging.INFO if announce else logging.DEBUG,
+        "coreio-apiserver serving on %s (storage: %s%s)",
+        reached.url,
+        started.storage,
+        f"; {workers.count} workers" if workers else "",
+    )
+    if reached.kubeconfig is not None and announce:
+        log.info(
+            "kubeconfig written to %s; try: kubectl --kubeconfig %s api-resources",
+            reached.kubeconfig,
+            reached.kubeconfig,
+        )
+    await signals.received()
+    await shut_down(settings, started.runner, site, started.lifecycle)
 
 
 def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.ServingCertificate:
@@ -293,7 +326,9 @@ def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.Servi
         raise StartError(f"failed to set up TLS: {_problem(exc)}") from None
 
 
-async def start(settings: Settings, kinds: Sequence[ResourceKind], security: Security) -> Started:
+async def start(
+    settings: Settings, kinds: Sequence[ResourceKind], security: Security, workers: WorkerSet | None = None
+) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
     storage, described = open_storage(storage_options(settings, kinds))
@@ -308,6 +343,7 @@ async def start(settings: Settings, kinds: Sequence[ResourceKind], security: Sec
         security.authorization_config(settings),
         kinds,
         namespaces=security.namespace_lifecycle(settings),
+        workers=workers,
     )
     app.on_cleanup.append(security.close)
     lifecycle = app[LIFECYCLE_KEY] = Lifecycle()
@@ -367,13 +403,21 @@ async def shut_down(
 
 class Signals:
     """SIGINT and SIGTERM: the first starts the graceful shutdown; a second ends the process at
-    once with status 1, as upstream's signal handler does."""
+    once with status 1, as upstream's signal handler does. A worker also shuts down when its
+    `lifeline` (the read end of a pipe its supervisor holds open) ends: the supervisor is gone."""
 
-    def __init__(self) -> None:
+    def __init__(self, lifeline: int | None = None) -> None:
         self._first = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self._on_signal, signum)
+        if lifeline is not None:
+            loop.add_reader(lifeline, self._on_orphaned, loop, lifeline)
+
+    def _on_orphaned(self, loop: asyncio.AbstractEventLoop, lifeline: int) -> None:
+        loop.remove_reader(lifeline)
+        log.warning("the supervisor is gone: shutting down")
+        self._first.set()
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name

@@ -6,7 +6,8 @@ answers on its own path (`/readyz/etcd`: `ok`, or 500 `internal server error: <r
 check has is 404).
 
 A check is a callable of no arguments returning (or awaiting to) a bool or None: False, or an
-exception, fails it; anything else passes.
+exception, fails it; anything else passes. A `CheckFailed` gives the reason in upstream's words
+(`not finished`); any other exception is named with its type.
 """
 
 from __future__ import annotations
@@ -27,12 +28,18 @@ TEXT_PLAIN = "text/plain; charset=utf-8"
 NOT_FOUND = "404 page not found\n"
 
 
+class CheckFailed(Exception):
+    """A check's failure, its message the whole reason (as upstream's checks return errors)."""
+
+
 async def run_check(check: Check) -> str | None:
     """None when `check` passes, else why it did not."""
     try:
         result = check()
         if inspect.isawaitable(result):
             result = await result
+    except CheckFailed as exc:
+        return str(exc)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return "check failed" if result is False else None
@@ -106,7 +113,7 @@ class PostStartHooks:
     def _check(self, name: str) -> Check:
         def finished() -> bool:
             if not self._done[name]:
-                raise RuntimeError("not finished")
+                raise CheckFailed("not finished")
             return True
 
         return finished

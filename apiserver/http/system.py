@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import platform
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
@@ -13,12 +14,19 @@ from apiserver import __version__
 from apiserver.http.health import Check, PostStartHooks, answer_check, answer_probe
 from apiserver.http.lifecycle import LIFECYCLE_KEY
 from apiserver.http.responses import NO_CACHE, object_response
-from apiserver.storage.interface import Storage
+from apiserver.storage.interface import Readiness, Storage
+
+log = logging.getLogger(__name__)
 
 KUBERNETES_MINOR = "33"
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
 # kube-apiserver's --etcd-healthcheck-timeout and --etcd-readycheck-timeout (2 s each).
 STORAGE_CHECK_TIMEOUT = 2.0
+# The post-start hook that waits for the watch cache, as kube-apiserver names it (behind its
+# WatchCacheInitializationPostStartHook gate), and how long it waits before it reports ready all
+# the same (kube-apiserver's --storage-initialization-timeout, 1 min).
+STORAGE_READINESS_HOOK = "storage-readiness"
+STORAGE_INITIALIZATION_TIMEOUT = 60.0
 
 
 def version_info() -> dict[str, str]:
@@ -47,9 +55,10 @@ class SystemEndpoints:
     `ping`, `log`, `etcd` (the storage answers its revision within 2 s; /livez leaves it out, as a
     live process need not reach its storage), on /readyz `etcd-readiness` and each of
     `ready_checks` (e.g. `informer-sync`: authorization's informers have synced), then each of
-    `post_start_hooks`, and last on /readyz `shutdown`, which fails from the moment the server's
-    shutdown is initiated while the rest is still served. `metrics` are the Prometheus texts
-    /metrics joins.
+    `post_start_hooks` (e.g. `poststarthook/storage-readiness`, failing until every watch cache is
+    filled: `await_storage_readiness`), and last on /readyz `shutdown`, which fails from the moment
+    the server's shutdown is initiated while the rest is still served. `metrics` gives the
+    Prometheus text /metrics answers (of every worker, when the server runs several).
     """
 
     def __init__(
@@ -58,12 +67,12 @@ class SystemEndpoints:
         *,
         ready_checks: Mapping[str, Check] | None = None,
         post_start_hooks: PostStartHooks | None = None,
-        metrics: Sequence[Callable[[], str]] = (),
+        metrics: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.storage = storage
         self.ready_checks = dict(ready_checks or {})
         self.post_start_hooks = post_start_hooks or PostStartHooks()
-        self.metrics_texts = tuple(metrics)
+        self.metrics_text = metrics
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_get("/version", self.version)
@@ -79,7 +88,7 @@ class SystemEndpoints:
     async def metrics(self, request: web.Request) -> web.StreamResponse:
         # Prometheus' text format 0.0.4, as kube-apiserver answers a scrape that asks for no other.
         return web.Response(
-            body="".join(text() for text in self.metrics_texts).encode(),
+            body=(await self.metrics_text() if self.metrics_text else "").encode(),
             headers={"Cache-Control": NO_CACHE, "Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
         )
 
@@ -115,3 +124,25 @@ class SystemEndpoints:
 
 def _passes() -> bool:
     return True
+
+
+async def await_storage_readiness(
+    storage: Storage,
+    done: Callable[[], None],
+    *,
+    give_up_after: float = STORAGE_INITIALIZATION_TIMEOUT,
+) -> None:
+    """Upstream's `storage-readiness` post-start hook: `done` once `storage` (started) is ready to
+    serve every resource, i.e. each watch cache has its initial list and watch; at once for a
+    storage with no readiness to wait for (--watch-cache=false). As upstream, it stays done when a
+    cache restarts later (reads then go to the storage), and after `give_up_after` seconds it stops
+    waiting, says so, and is done all the same."""
+    if isinstance(storage, Readiness):
+        try:
+            async with asyncio.timeout(give_up_after):
+                await storage.wait_ready()
+        except TimeoutError:
+            log.warning("Deadline exceeded while waiting for storage readiness... ignoring")
+        else:
+            log.info("Storage is ready for all registered resources")
+    done()

@@ -265,6 +265,7 @@ class ProblemRecorder:
     """The sink of part-7 problems (a `ProblemReporter` hook): logs each, counts it by reason, and
     queues a Warning Event that `run()` writes with `write_event` (e.g. the events store's create).
     Never blocks authorization: a full queue drops Events (the log line and the count remain).
+    Not `reporting`, it leaves all that to another worker of the same server.
 
     One Event per problem, not one per binding listing them all: an Event has a single reason, so
     each keeps the counter's reason label and can be selected by it (`fieldSelector=reason=...`);
@@ -280,8 +281,10 @@ class ProblemRecorder:
         instance: str = "",
         queue_size: int = 1000,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        reporting: bool = True,
     ) -> None:
         self.write_event = write_event
+        self.reporting = reporting
         self.clock = clock
         self.controller = controller
         self.instance = instance or socket.gethostname()
@@ -291,6 +294,8 @@ class ProblemRecorder:
         self._last_moment: datetime.datetime | None = None
 
     def __call__(self, problem: BindingProblem) -> None:
+        if not self.reporting:  # another worker of this server reports it
+            return
         log.warning("RBAC: %s (grants nothing until fixed)", problem)
         self.counts[problem.reason.value] = self.counts.get(problem.reason.value, 0) + 1
         if self.write_event is None:

@@ -175,6 +175,9 @@ class AuthorizationConfig:
     # How long start-up waits for the cluster's roles before serving anyway (requests needing a
     # role meanwhile are refused with "roles are not synced yet").
     roles_sync_timeout: float = 60.0
+    # Whether this process reports RoleBindings' problems (log line, counter, Warning Event): of a
+    # server's workers, which all read the same bindings, only the first does.
+    reports_problems: bool = True
 
 
 @dataclass
@@ -265,7 +268,7 @@ def build_authorization(
         roles = ClusterRoleSource(config.cluster)
     else:
         roles = StaticRoleSource.from_file(config.roles_file, kinds=kinds)
-    recorder = ProblemRecorder(write_event)
+    recorder = ProblemRecorder(write_event, reporting=config.reports_problems)
     reporter = ProblemReporter([recorder])
     index = BindingIndex(reporter=reporter)
     rbac = RBACAuthorizer(index, roles, reporter=reporter)

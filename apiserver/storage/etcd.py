@@ -421,20 +421,27 @@ class EtcdStorage:
         return self._connections[self._active % len(self._connections)]
 
     async def _rpc(self, service: str, method: str, request: Any) -> Any:
+        """One call to the active endpoint. A read (Range) that finds it unavailable is asked again
+        of each other endpoint, as clientv3 retries its repeatable calls; anything else is not (a
+        write may have landed), and the next call goes to the next endpoint."""
         if self._refused is not None:
             raise self._refused
-        connection = self._connection
-        call = getattr(getattr(connection, service), method)
-        try:
-            return await call(request, timeout=self.request_timeout)
-        except grpc.aio.AioRpcError as error:
-            translated = _translate(error, connection.target)
-            if isinstance(translated, StorageUnavailableError):
+        tries = len(self._connections) if method == "Range" else 1
+        for attempt in range(1, tries + 1):
+            connection = self._connection
+            call = getattr(getattr(connection, service), method)
+            try:
+                return await call(request, timeout=self.request_timeout)
+            except grpc.aio.AioRpcError as error:
+                translated = _translate(error, connection.target)
+                if not isinstance(translated, StorageUnavailableError):
+                    raise translated from error
                 self._failover(connection)
-            raise translated from error
+                if attempt == tries:
+                    raise translated from error
+        raise AssertionError("unreachable: the last try raises")
 
     def _failover(self, failed: _Connection) -> None:
-        # Not retried here (a write may have landed); the next call goes to the next endpoint.
         if len(self._connections) > 1 and self._connection is failed:
             self._active += 1
             log.warning(

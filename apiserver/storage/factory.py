@@ -19,6 +19,8 @@ class StorageOptions:
     SQLite database at `sqlite_path`; and the background work of either."""
 
     sqlite_path: Path
+    # Other processes (the server's other workers) use the SQLite file too.
+    sqlite_shared: bool = False
     etcd_servers: Sequence[str] = ()
     etcd_prefix: str = ""
     etcd_ca_file: str = ""
@@ -67,5 +69,6 @@ def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
         str(options.sqlite_path),
         compaction_interval=options.compaction_interval,
         progress_interval=options.progress_interval,
+        shared=options.sqlite_shared,
     )
     return storage, f"sqlite {options.sqlite_path}"

@@ -210,3 +210,17 @@ class Compacting(Protocol):
     window so that no watch starts before the compaction point)."""
 
     compaction_listeners: list[Callable[[int], None]]
+
+
+@runtime_checkable
+class Readiness(Protocol):
+    """A storage that is not ready to serve as soon as it has started: the watch cache, until each
+    of its resources has its initial list and its storage watch (upstream's StorageWithReadiness).
+    A storage without this is ready once started."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def wait_ready(self) -> None:
+        """Returns once ready (bound it with asyncio.timeout)."""
+        ...

@@ -294,8 +294,8 @@ class Soak:
         for line in text.splitlines():
             if line.startswith("apiserver_registered_watchers{") and 'kind="RoleBinding"' in line:
                 watchers += int(float(line.rsplit(" ", 1)[1]))
-            elif line.startswith("coreio_asyncio_tasks "):
-                tasks = int(float(line.rsplit(" ", 1)[1]))
+            elif line.startswith(("coreio_asyncio_tasks ", "coreio_asyncio_tasks{")):
+                tasks += int(float(line.rsplit(" ", 1)[1]))  # summed over the workers
         return watchers, tasks
 
     async def run(self) -> None:

@@ -55,6 +55,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--compaction-interval": ("0", 0.0),
     "--watch-cache": ("false", False),
     "--default-watch-cache-size": ("100", 100),
+    "--workers": ("3", 3),
     "--log-format": ("json", "json"),
     "--etcd-count-metric-poll-period": ("1m0s", 60.0),
     "--shutdown-delay-duration": ("5s", 5.0),
@@ -139,6 +140,7 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
             'argument --watch-cache: strconv.ParseBool: parsing "maybe": invalid syntax',
         ),
         (["--default-watch-cache-size", "0"], "--default-watch-cache-size must be positive"),
+        (["--workers", "-1"], "--workers must not be negative"),
         (
             ["--disable-admission-plugins", "AlwaysPullImages"],
             "--disable-admission-plugins: only NamespaceLifecycle can be disabled",
@@ -180,3 +182,8 @@ def test_the_watch_cache_covers_every_served_kind_unless_turned_off() -> None:
     for off in ("--watch-cache=false", "--watch-cache=0", "--watch-cache=F"):
         assert storage_options(parse_args([off]), KINDS).cache_roots == ()
     assert storage_options(parse_args(["--watch-cache=true"]), KINDS).cache_roots
+
+
+def test_workers_share_the_sqlite_file_only_when_there_are_several() -> None:
+    assert not storage_options(parse_args(["--workers", "1"])).sqlite_shared
+    assert storage_options(parse_args(["--workers", "2"])).sqlite_shared

@@ -68,6 +68,12 @@ class CachedStorage:
         for cache in self.caches:
             await cache.filled.wait()
 
+    @property
+    def ready(self) -> bool:
+        """Whether every cache has its initial list and its storage watch (the `Readiness` the
+        server's `storage-readiness` check waits for); False again while one restarts."""
+        return all(cache.ready for cache in self.caches)
+
     async def close(self) -> None:
         for cache in self.caches:
             await cache.close()

@@ -4,6 +4,10 @@ The log (`log.RevisionLog`, over the statements of `dialect`) lives on a dedicat
 executor: every statement runs there, never on the event loop, and writes are serialized by
 construction. Committed changes go to the watches through the `broadcaster`, straight from the
 commit path; a watch first replays the log from its revision, then follows the broadcast.
+
+Shared by several processes (a server's workers), the file is the only common ground: writers take
+turns on SQLite's write lock, and each process learns of the others' changes as kine does, by polling
+the log, so that all of them publish every change in revision order.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, TypeVar
 
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.interface import (
+    CompactedError,
     KeyValue,
     ListResult,
     StorageError,
@@ -42,7 +47,9 @@ class SQLiteStorage:
     `compaction_interval` > 0 compacts every that many seconds to the revision seen one interval
     earlier (kube-apiserver's scheme, 300 s there); 0 keeps all history. `sweep_interval` is how often
     expired keys are deleted, `progress_interval` how long an idle watch waits before a PROGRESS
-    event, `watch_buffer` how many undelivered events a watch may hold before it fails.
+    event, `watch_buffer` how many undelivered events a watch may hold before it fails. `shared`:
+    other processes write to the file too; their changes are polled every `poll_interval` seconds
+    (this process's own at once).
     """
 
     def __init__(
@@ -53,13 +60,17 @@ class SQLiteStorage:
         sweep_interval: float = 1.0,
         progress_interval: float = 5.0,
         watch_buffer: int = 1000,
+        shared: bool = False,
+        poll_interval: float = 0.02,
     ) -> None:
         self.path = path
         self.compaction_interval = compaction_interval
         self.sweep_interval = sweep_interval
         self.progress_interval = progress_interval
         self.watch_buffer = watch_buffer
-        self._log = RevisionLog(path)
+        self.poll_interval = poll_interval
+        self._log = RevisionLog(path, shared=shared)
+        self._polled = asyncio.Event()
         self._broadcaster = Broadcaster(watch_buffer)
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -74,6 +85,8 @@ class SQLiteStorage:
         await self._run(self._log.open)
         self._broadcaster.published = self._log.committed
         self._tasks.append(asyncio.create_task(self._sweep_loop(), name="sqlite-ttl-sweeper"))
+        if self._log.shared:
+            self._tasks.append(asyncio.create_task(self._poll_loop(), name="sqlite-log-poller"))
         if self.compaction_interval > 0:
             self._tasks.append(asyncio.create_task(self._compaction_loop(), name="sqlite-compactor"))
 
@@ -122,10 +135,10 @@ class SQLiteStorage:
         return await self._write(functools.partial(self._log.delete, key, expected_revision))
 
     async def current_revision(self) -> int:
-        return self._log.committed
+        return await self._run(self._log.latest) if self._log.shared else self._log.committed
 
     async def compacted_revision(self) -> int:
-        return self._log.compacted
+        return await self._run(self._log.compaction_point) if self._log.shared else self._log.compacted
 
     async def compact(self, revision: int) -> None:
         await self._run(self._log.compact, revision)
@@ -154,7 +167,10 @@ class SQLiteStorage:
     def _commit(self, body: Callable[[], tuple[T, Changes]]) -> T:
         """On the database thread: the write in one transaction, its changes then broadcast."""
         result, changes = self._log.transact(body)
-        if changes and self._loop is not None:
+        if changes and self._loop is not None and self._log.shared:
+            # The poller publishes, so that the other processes' changes keep their place in line.
+            self._loop.call_soon_threadsafe(self._polled.set)
+        elif changes and self._loop is not None:
             # Queued from this one thread, so watchers see changes in commit order, and before
             # the writer's own await returns.
             self._loop.call_soon_threadsafe(self._broadcaster.publish, changes)
@@ -203,12 +219,37 @@ class SQLiteStorage:
                 log.exception("expiring keys failed")
 
     async def _compaction_loop(self) -> None:
-        seen = self._log.committed
+        seen = await self.current_revision()
         while True:
             await asyncio.sleep(self.compaction_interval)
             try:
                 if seen:
                     await self.compact(seen)
+                seen = await self.current_revision()
             except StorageError:
                 log.exception("compaction to revision %d failed", seen)
-            seen = self._log.committed
+
+    async def _poll_loop(self) -> None:
+        """Shared: publishes every change in the log after the last published, in revision order,
+        whenever this process wrote or `poll_interval` has passed."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_interval):
+                    await self._polled.wait()
+            self._polled.clear()
+            try:
+                await self._publish_new()
+            except CompactedError as error:
+                # Fell behind a compaction: the watches start over (from a list) where it is now.
+                self._broadcaster.fail_all(error)
+                self._broadcaster.published = max(self._broadcaster.published, self._log.compacted)
+            except StorageError:
+                log.exception("polling the log failed; trying again")
+
+    async def _publish_new(self) -> None:
+        while True:
+            after = self._broadcaster.published
+            batch = await self._run(self._log.changes, "", after, after)
+            self._broadcaster.publish(batch)
+            if len(batch) < CHANGES_BATCH:
+                return

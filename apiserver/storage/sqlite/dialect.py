@@ -105,10 +105,11 @@ class Dialect:
         """Opens (creating) the database: WAL, and synchronous=FULL so acknowledged is durable."""
         # isolation_level=None: transactions are begun and ended explicitly (`begin`/`commit`).
         conn = sqlite3.connect(path, isolation_level=None)
+        # First: whoever else opens the file at the same moment (another worker) is waited for.
+        conn.execute("PRAGMA busy_timeout=5000")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.executescript(SCHEMA)
+        conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
         return cls(conn)
 
     def close(self) -> None:

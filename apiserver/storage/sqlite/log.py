@@ -49,10 +49,15 @@ def expiry(ttl: int) -> float | None:
 
 
 class RevisionLog:
-    """The log over one SQLite file. `committed` and `compacted` may be read from any thread."""
+    """The log over one SQLite file. `committed` and `compacted` may be read from any thread.
 
-    def __init__(self, path: str) -> None:
+    `shared`: other processes write to the file too (the workers of one server), so the latest
+    revision and the compaction point are read from the file where they matter, not remembered.
+    """
+
+    def __init__(self, path: str, *, shared: bool = False) -> None:
         self.path = path
+        self.shared = shared
         self._sql: Dialect | None = None
         self._next = 0  # the last revision handed out, possibly not yet committed
         self.committed = 0
@@ -67,9 +72,17 @@ class RevisionLog:
     def open(self) -> None:
         sql = Dialect.connect(self.path)
         # A new store is at revision 1, as a new etcd is: "0" means "any version" to clients, so a
-        # list of an empty store must not answer resourceVersion "0".
-        self._next = self.committed = sql.sequence(initial=1)
-        self.compacted = sql.compact_revision()
+        # list of an empty store must not answer resourceVersion "0". Under the write lock: another
+        # worker may be starting the same new store.
+        sql.begin()
+        try:
+            self._next = self.committed = sql.sequence(initial=1)
+            self.compacted = sql.compact_revision()
+            sql.commit()
+        except BaseException:
+            sql.rollback()
+            sql.close()
+            raise
         self._sql = sql
 
     def close(self) -> None:
@@ -81,6 +94,9 @@ class RevisionLog:
         """Runs a write in one transaction; the revisions it took are committed with it or not at all."""
         db = self._db
         db.begin()
+        if self.shared:
+            # Holding the write lock now: whatever the other writers took is committed and counted.
+            self._next = self.committed = db.sequence(initial=1)
         try:
             result = body()
             db.commit()
@@ -177,8 +193,21 @@ class RevisionLog:
         revision, _, create_revision, value = latest
         return KeyValue(key, value, revision, create_revision)
 
+    def latest(self) -> int:
+        """The latest committed revision (read from the file when other processes write too)."""
+        if self.shared:
+            self.committed = max(self.committed, self._db.sequence(initial=1))
+        return self.committed
+
+    def compaction_point(self) -> int:
+        """The revision history was last compacted to (read from the file when shared)."""
+        if self.shared:
+            self.compacted = max(self.compacted, self._db.compact_revision())
+        return self.compacted
+
     def _check_revision(self, revision: int) -> None:
-        if revision > self.committed:
+        self.compaction_point()
+        if revision > self.latest():
             raise FutureRevisionError(revision, self.committed)
         if revision < self.compacted:
             raise CompactedError(revision, self.compacted)
@@ -186,7 +215,7 @@ class RevisionLog:
     def list(self, prefix: str, start: str | None, limit: int, revision: int) -> ListResult:
         if revision:
             self._check_revision(revision)
-        at = revision or self.committed
+        at = revision or self.latest()
         low, high = key_range(prefix)
         if start is not None and start > low:
             low = start
@@ -204,16 +233,16 @@ class RevisionLog:
     def changes(self, prefix: str, after: int, watched_from: int) -> Changes:
         """The next batch (at most CHANGES_BATCH) of changes under `prefix` after revision `after`,
         for a watch that started after `watched_from`."""
-        if after < self.compacted - 1:
+        if after < self.compaction_point() - 1:
             raise CompactedError(watched_from, self.compacted)
         return [_change(row) for row in self._db.changes(prefix, after, CHANGES_BATCH)]
 
     # -- compaction --------------------------------------------------------------------------------
 
     def compact(self, revision: int) -> None:
-        if revision > self.committed:
+        if revision > self.latest():
             raise FutureRevisionError(revision, self.committed)
-        if revision <= self.compacted:
+        if revision <= self.compaction_point():
             return
         db = self._db
         db.begin()

@@ -1,5 +1,6 @@
 """The contract suite's fixtures: every test runs against a fresh SQLite file and against etcd,
-each bare and behind the watch cache (which must keep the same contract).
+each bare and behind the watch cache (which must keep the same contract), and against SQLite as one
+of several worker processes sharing the file would use it.
 
 `store` shares one etcd per session, isolated by a unique key prefix. `isolated_store` gives etcd
 tests their own etcd process, for what is global to an etcd (compaction, history from revision 0).
@@ -31,6 +32,7 @@ StoreFactory = Callable[..., Awaitable[Storage]]
     params=[
         "sqlite",
         "sqlite+cache",
+        "sqlite-shared",
         pytest.param("etcd", marks=pytest.mark.etcd),
         pytest.param("etcd+cache", marks=pytest.mark.etcd),
     ]
@@ -61,6 +63,8 @@ async def make_store(
         store: Storage
         if backend.startswith("sqlite"):
             options.setdefault("sweep_interval", 0.2)
+            # Shared: as one of several workers on the file, learning of changes from the log.
+            options.setdefault("shared", backend == "sqlite-shared")
             store = SQLiteStorage(path or str(tmp_path / "store.db"), **FAST | options)
         elif isolated:
             process = EtcdProcess()

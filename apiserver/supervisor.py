@@ -1,0 +1,230 @@
+"""The server's processes: one that serves, or a supervisor over one worker per core on one port.
+
+Python runs one core per process, so the server forks workers, each serving the port through its
+own SO_REUSEPORT socket (the kernel spreads connections over them) with its own storage client and
+watch cache; the storage is what they share (on SQLite, the file: see storage/sqlite). The
+supervisor sets up what exists once (the data directory's lock, the listening sockets, the
+certificates) before forking, then only relays signals and waits. Workers sit in their own process
+group, so that a terminal's Ctrl-C reaches them once, through the supervisor; a worker whose
+supervisor is gone shuts down. When one worker ends, so does the server: the others are stopped
+and the supervisor exits non-zero, for whatever restarts it (kubelet, systemd) to decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import dataclasses
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from apiserver import logs, server
+from apiserver.config import Settings
+from apiserver.http.workermetrics import WorkerSet
+from apiserver.resources import KINDS
+from apiserver.resources.base import ResourceKind
+
+log = logging.getLogger("coreio")
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (the
+    container's CPU limit), at least one."""
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with suppress(OSError, ValueError):
+        quota, period = CGROUP_CPU_MAX.read_text().split()
+        if quota != "max":
+            count = min(count, math.ceil(int(quota) / int(period)))
+    return max(1, count)
+
+
+def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
+    """Serves with --workers processes (0: one per core). StartError: why the server could not start."""
+    count = settings.workers or cores()
+    if count == 1:
+        server.run(dataclasses.replace(settings, workers=1), kinds)
+        return
+    with server.own_data_dir(settings):
+        # A port another server listens on is refused as with one worker, even if that server's
+        # sockets allow sharing it: the first bind does not.
+        server.listen(settings.bind_address, settings.secure_port).close()
+        sockets = [
+            server.listen(settings.bind_address, settings.secure_port, reuse_port=True) for _ in range(count)
+        ]
+        # Where the workers serve each other their metrics: a directory only this user enters.
+        with tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
+            try:
+                reached = server.prepare(settings)
+                workers = Workers.fork(
+                    worker_settings(settings, count), kinds, sockets, reached, Path(directory)
+                )
+            finally:
+                for sock in sockets:
+                    sock.close()
+            workers.wait()
+
+
+def worker_settings(settings: Settings, count: int) -> Settings:
+    """One worker's settings: the in-flight limits are the server's, shared out among its workers."""
+
+    def share(limit: int) -> int:
+        return math.ceil(limit / count) if limit else 0
+
+    return dataclasses.replace(
+        settings,
+        workers=count,
+        max_requests_inflight=share(settings.max_requests_inflight),
+        max_mutating_requests_inflight=share(settings.max_mutating_requests_inflight),
+    )
+
+
+@dataclass
+class Workers:
+    """The forked workers (pid -> index), the pipe they report start errors on and the lifeline
+    whose end tells them the supervisor is gone."""
+
+    pids: dict[int, int]
+    errors: int
+    lifeline: int
+    stopping: bool = False
+    status: int = 0  # the supervisor's exit status: 1 once a worker ended otherwise than with 0
+    failed: str = ""  # the first worker that ended unasked
+    start_errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def fork(
+        cls,
+        settings: Settings,
+        kinds: Sequence[ResourceKind],
+        sockets: Sequence[socket.socket],
+        reached: server.Endpoint,
+        directory: Path,
+    ) -> Workers:
+        errors_read, errors_write = os.pipe()
+        lifeline_read, lifeline_write = os.pipe()
+        workers = cls({}, errors_read, lifeline_write)
+        # Before forking: a signal from now on is relayed, never lost to Python's default handler.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, workers.relay)
+        for index, sock in enumerate(sockets):
+            pid = os.fork()
+            if pid == 0:
+                os.close(errors_read)
+                os.close(lifeline_write)
+                for other in sockets:
+                    if other is not sock:
+                        other.close()
+                where = WorkerSet(index, len(sockets), directory)
+                _work(where, settings, kinds, sock, reached, lifeline_read, errors_write)
+            workers.pids[pid] = index
+        os.close(errors_write)
+        os.close(lifeline_read)
+        return workers
+
+    def relay(self, signum: int, _frame: FrameType | None) -> None:
+        """The supervisor's signal handler: each signal goes to every worker (a second one ends
+        them at once, as it would a single server)."""
+        log.info("received %s: passing it to the workers", signal.Signals(signum).name)
+        self.stopping = True
+        self.signal_all(signum)
+
+    def signal_all(self, signum: int) -> None:
+        for pid in self.pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def wait(self) -> None:
+        """Until every worker has ended. StartError: a worker could not start (in its words);
+        SystemExit(1): a worker ended unasked, and the others were stopped."""
+        os.set_blocking(self.errors, False)
+        while self.pids:
+            pid, status = os.waitpid(-1, 0)
+            index = self.pids.pop(pid, None)
+            code = os.waitstatus_to_exitcode(status)
+            if index is None or code == 0:
+                continue
+            self.status = 1
+            self.start_errors += self._reported()
+            if not self.stopping:
+                # A server that cannot start says so in one line: the others end without a word.
+                self.stopping = True
+                self.signal_all(signal.SIGKILL if self.start_errors else signal.SIGTERM)
+                self.failed = f"worker {index} (pid {pid}) exited with status {code}"
+        os.close(self.lifeline)
+        self.start_errors += self._reported()
+        os.close(self.errors)
+        if self.start_errors:
+            raise server.StartError(self.start_errors[0])
+        if self.failed:
+            log.error("%s; the other workers were stopped", self.failed)
+        if self.status:
+            raise SystemExit(self.status)
+
+    def _reported(self) -> list[str]:
+        """The start errors the workers have written so far."""
+        try:
+            return os.read(self.errors, 1 << 16).decode(errors="replace").splitlines()
+        except BlockingIOError:
+            return []
+
+
+def _die_with_the_supervisor() -> None:
+    """On Linux, the kernel kills this worker when the supervisor dies, however it dies: a server
+    killed with SIGKILL is gone at once with its port and data directory, as a single process is.
+    (Had it died before this, the lifeline has already ended: the worker shuts down at its start.)"""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _work(
+    workers: WorkerSet,
+    settings: Settings,
+    kinds: Sequence[ResourceKind],
+    sock: socket.socket,
+    reached: server.Endpoint,
+    lifeline: int,
+    errors: int,
+) -> NoReturn:
+    """A forked worker's whole life; it never returns into the supervisor's stack."""
+    code = 0
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        _die_with_the_supervisor()
+        logs.configure(settings.log_format, worker=workers.index)
+        asyncio.run(_serve(workers, settings, kinds, sock, reached, lifeline))
+    except server.StartError as exc:
+        os.write(errors, f"{exc}\n".encode())
+        code = 1
+    except BaseException:
+        log.exception("worker %d failed", workers.index)
+        code = 1
+    finally:
+        logging.shutdown()
+    os._exit(code)
+
+
+async def _serve(
+    workers: WorkerSet,
+    settings: Settings,
+    kinds: Sequence[ResourceKind],
+    sock: socket.socket,
+    reached: server.Endpoint,
+    lifeline: int,
+) -> None:
+    signals = server.Signals(lifeline)
+    await server.serve_on(settings, kinds, sock, reached, signals, workers)

@@ -1,0 +1,216 @@
+"""Several worker processes on one port (`--workers`): to its users the server is still one.
+
+Each new connection goes to the worker the kernel picks (SO_REUSEPORT). Whatever worker a request
+reaches, it reads every write any worker acknowledged, and every watch sees every write in order,
+on SQLite (the workers poll the shared log) as on etcd. /metrics answers for all workers. Signals,
+a worker's crash and the supervisor's death end the whole server; a start error is one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.support.api import EV_PATH
+from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port, start_server
+
+WORKERS = 2
+NAMESPACE = "workers"
+WRITES = 30
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def workers_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    args = [*backend_args(request, request.param), "--workers", str(WORKERS)]
+    process = start_server(tmp_path_factory.mktemp(f"workers-{request.param}"), args)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def event(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "eventTime": "2026-11-24T10:00:00.000000Z",
+        "reportingController": "example.com/workers",
+        "reportingInstance": "test",
+        "action": "Check",
+        "reason": "Checked",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": NAMESPACE},
+        "type": "Normal",
+    }
+
+
+def run_to_exit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`coreio-apiserver` run until it exits (for the ones that must not start)."""
+    command = [sys.executable, "-m", "apiserver", "--data-dir", str(data_dir), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def fresh_session(server: ServerProcess) -> aiohttp.ClientSession:
+    """A session whose every request opens its own connection (so each goes to any worker)."""
+    connector = aiohttp.TCPConnector(ssl=server.ssl_context(), force_close=True)
+    return aiohttp.ClientSession(connector=connector)
+
+
+async def watch(server: ServerProcess, rv: str, count: int, ready: asyncio.Event) -> list[tuple[str, str]]:
+    url = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events?watch=1&resourceVersion={rv}"
+    seen: list[tuple[str, str]] = []
+    async with fresh_session(server) as session, session.get(url) as answer:
+        assert answer.status == 200
+        ready.set()
+        async for line in answer.content:
+            item = json.loads(line)
+            seen.append((item["type"], item["object"]["metadata"]["name"]))
+            if len(seen) == count:
+                break
+    return seen
+
+
+def served_creates(metrics: str) -> dict[str, float]:
+    """Events created, by worker, as /metrics counts them."""
+    pattern = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
+    counted: dict[str, float] = {}
+    for match in pattern.finditer(metrics):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if labels.get("verb") == "POST" and labels.get("resource") == "events" and labels["code"] == "201":
+            counted[labels["worker"]] = counted.get(labels["worker"], 0) + float(match["value"])
+    return counted
+
+
+async def test_every_worker_reads_and_watches_the_writes_of_every_other(
+    workers_server: ServerProcess,
+) -> None:
+    server = workers_server
+    base = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events"
+    async with fresh_session(server) as session:
+        async with session.get(base) as listed:
+            rv = (await listed.json())["metadata"]["resourceVersion"]
+        ready = [asyncio.Event() for _ in range(4)]
+        watchers = [asyncio.create_task(watch(server, rv, WRITES, r)) for r in ready]
+        await asyncio.gather(*(r.wait() for r in ready))
+        names = [f"e{i:02d}" for i in range(WRITES)]
+        for name in names:
+            async with session.post(base, json=event(name)) as created:
+                assert created.status == 201, await created.text()
+            # Read at once through another connection: whichever worker it reaches has the write.
+            async with session.get(f"{base}/{name}") as got:
+                assert got.status == 200, f"{name}: {await got.text()}"
+            async with session.get(base) as listed:
+                assert name in {i["metadata"]["name"] for i in (await listed.json())["items"]}
+        seen = await asyncio.wait_for(asyncio.gather(*watchers), timeout=30)
+        async with session.get(f"{server.url}/metrics") as answer:
+            metrics = await answer.text()
+    assert all(s == [("ADDED", n) for n in names] for s in seen), seen
+    creates = served_creates(metrics)
+    assert set(creates) == {str(i) for i in range(WORKERS)}, f"not every worker served creates: {creates}"
+    assert sum(creates.values()) == WRITES
+
+
+def test_sigterm_stops_every_worker_and_exits_0(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", ["--workers", str(WORKERS)])
+    assert server.process is not None
+    workers = children(server.process.pid)
+    assert len(workers) == WORKERS
+    server.stop()
+    assert server.process.returncode == 0, server.log_file.read_text()
+    assert not any(alive(pid) for pid in workers)
+    log = server.log_file.read_text()
+    assert log.count("serving on") == 1, "only the first worker says where it serves"
+    assert f"serving on {server.url} (storage: sqlite" in log and f"; {WORKERS} workers)" in log
+
+
+def test_a_worker_that_dies_ends_the_server_with_status_1(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", ["--workers", str(WORKERS)])
+    assert server.process is not None
+    victim, *others = sorted(children(server.process.pid))
+    os.kill(victim, signal.SIGKILL)
+    code = server.process.wait(timeout=20)
+    log = server.log_file.read_text()
+    assert code == 1, log
+    assert not any(alive(pid) for pid in others)
+    assert re.search(
+        rf"worker \d \(pid {victim}\) exited with status -9; the other workers were stopped", log
+    )
+
+
+def test_killing_the_supervisor_kills_its_workers_and_frees_the_port(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", ["--workers", str(WORKERS)])
+    assert server.process is not None
+    workers = children(server.process.pid)
+    server.process.kill()
+    server.process.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers)
+    with socket.socket() as sock:  # nobody listens there any more
+        sock.bind(("127.0.0.1", server.port))
+
+
+def test_a_port_taken_by_a_server_of_several_workers_is_refused(tmp_path: Path) -> None:
+    first = start_server(tmp_path / "first", ["--workers", str(WORKERS)])
+    try:
+        done = run_to_exit(tmp_path / "second", "--secure-port", str(first.port), "--workers", str(WORKERS))
+    finally:
+        first.stop()
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"coreio-apiserver: error: failed to listen on 127.0.0.1:{first.port}: listen tcp"
+        f" 127.0.0.1:{first.port}: bind: address already in use"
+    )
+
+
+def test_a_start_error_in_every_worker_is_one_line(tmp_path: Path) -> None:
+    port = free_port()  # no etcd there
+    done = run_to_exit(
+        tmp_path / "data",
+        *("--secure-port", str(free_port()), "--workers", str(WORKERS)),
+        *("--etcd-servers", f"http://127.0.0.1:{port}"),
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors == done.stderr.splitlines()[-1:], done.stderr
+    assert errors[0].startswith(
+        f"coreio-apiserver: error: cannot reach the storage (etcd http://127.0.0.1:{port}) within 5s: "
+    )
