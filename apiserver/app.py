@@ -42,6 +42,7 @@ from apiserver.storage.interface import Storage
 from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
 STORAGE_KEY = web.AppKey("storage", Storage)
+SYSTEM_KEY = web.AppKey("system", SystemEndpoints)
 AUTHORIZATION_KEY = web.AppKey("authorization", Authorization)
 
 
@@ -136,6 +137,7 @@ def _add_system_routes(
         metrics=_exposition(app, metrics, workers),
     )
     system.add_routes(app.router)
+    app[SYSTEM_KEY] = system
 
 
 def _exposition(

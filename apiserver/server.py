@@ -23,10 +23,11 @@ from aiohttp import web
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from apiserver import pki, standalone
-from apiserver.app import build_app
+from apiserver.app import SYSTEM_KEY, build_app
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
+from apiserver.http.system import SystemEndpoints
 from apiserver.http.workermetrics import WorkerSet
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.stored import storage_root
@@ -50,6 +51,8 @@ DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 # Then how long aiohttp gives what is left before cancelling it.
 STRAGGLER_TIMEOUT = 5.0
 LISTEN_BACKLOG = 128
+# How often a worker that listens once ready asks whether it is.
+READY_POLL_INTERVAL = 0.05
 
 T = TypeVar("T")
 
@@ -282,13 +285,14 @@ def prepare(settings: Settings) -> Endpoint:
 async def serve_on(
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket,
+    sock: socket.socket | None,
     reached: Endpoint,
     signals: Signals,
     workers: WorkerSet | None = None,
 ) -> None:
     """Serves on a listening socket until `signals` say stop: the whole life of the server, or of
-    one of its `workers` (the first of which logs where it serves)."""
+    one of its `workers` (the first of which logs where it serves). Without a socket (a worker but
+    the first), it listens once it is ready, so that no connection meets it unready."""
     announce = workers is None or workers.index == 0
     security = await configure_security(settings, reached.client_cas, reached.tokens)
     try:
@@ -298,6 +302,11 @@ async def serve_on(
     except BaseException:
         await security.close()
         raise
+    if sock is None:
+        if not await ready_or_stopped(started.runner.app[SYSTEM_KEY], signals):
+            await started.runner.cleanup()
+            return
+        sock = listen(settings.bind_address, settings.secure_port, reuse_port=True)
     site = web.SockSite(started.runner, sock, ssl_context=serving.context)
     await site.start()
     log.log(
@@ -315,6 +324,17 @@ async def serve_on(
         )
     await signals.received()
     await shut_down(settings, started.runner, site, started.lifecycle)
+
+
+async def ready_or_stopped(system: SystemEndpoints, signals: Signals) -> bool:
+    """Once the server's /readyz checks pass, True; False if it is told to stop first."""
+    while not signals.stopping:
+        if await system.ready():
+            return True
+        with suppress(TimeoutError):
+            async with asyncio.timeout(READY_POLL_INTERVAL):
+                await signals.received()
+    return False
 
 
 def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.ServingCertificate:
@@ -429,6 +449,10 @@ class Signals:
 
     async def received(self) -> None:
         await self._first.wait()
+
+    @property
+    def stopping(self) -> bool:
+        return self._first.is_set()
 
 
 def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:

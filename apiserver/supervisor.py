@@ -1,13 +1,14 @@
 """The server's processes: one that serves, or a supervisor over one worker per core on one port.
 
 Python runs one core per process, so the server forks workers, each serving the port through its
-own SO_REUSEPORT socket (the kernel spreads connections over them) with its own storage client and
-watch cache; the storage is what they share (on SQLite, the file: see storage/sqlite). The
-supervisor sets up what exists once (the data directory's lock, the listening sockets, the
-certificates) before forking, then only relays signals and waits. Workers sit in their own process
-group, so that a terminal's Ctrl-C reaches them once, through the supervisor; a worker whose
-supervisor is gone shuts down. When one worker ends, so does the server: the others are stopped
-and the supervisor exits non-zero, for whatever restarts it (kubelet, systemd) to decide.
+own SO_REUSEPORT socket (the kernel spreads connections over them; a worker but the first listens
+once its /readyz checks pass) with its own storage client and watch cache; the storage is what they
+share (on SQLite, the file: see storage/sqlite). The supervisor sets up what exists once (the data
+directory's lock, the first worker's socket, the certificates) before forking, then only relays
+signals and waits. Workers sit in their own process group, so that a terminal's Ctrl-C reaches them
+once, through the supervisor; a worker whose supervisor is gone shuts down. When one worker ends, so
+does the server: the others are stopped and the supervisor exits non-zero, for whatever restarts it
+(kubelet, systemd) to decide.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Sequence
-from contextlib import suppress
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -59,21 +60,16 @@ def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
         return
     with server.own_data_dir(settings):
         # A port another server listens on is refused as with one worker, even if that server's
-        # sockets allow sharing it: the first bind does not.
+        # sockets allow sharing it: the first bind does not. The first worker's socket is taken
+        # now (the port answers, unready, from the start); the others listen once ready.
         server.listen(settings.bind_address, settings.secure_port).close()
-        sockets = [
-            server.listen(settings.bind_address, settings.secure_port, reuse_port=True) for _ in range(count)
-        ]
+        first = server.listen(settings.bind_address, settings.secure_port, reuse_port=True)
         # Where the workers serve each other their metrics: a directory only this user enters.
-        with tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
-            try:
-                reached = server.prepare(settings)
-                workers = Workers.fork(
-                    worker_settings(settings, count), kinds, sockets, reached, Path(directory)
-                )
-            finally:
-                for sock in sockets:
-                    sock.close()
+        with closing(first), tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
+            reached = server.prepare(settings)
+            told = worker_settings(settings, count)
+            workers = Workers.fork(told, kinds, first, reached, WorkerSet(0, count, Path(directory)))
+            first.close()  # the first worker's now
             workers.wait()
 
 
@@ -109,26 +105,34 @@ class Workers:
         cls,
         settings: Settings,
         kinds: Sequence[ResourceKind],
-        sockets: Sequence[socket.socket],
+        first: socket.socket,
         reached: server.Endpoint,
-        directory: Path,
+        where: WorkerSet,
     ) -> Workers:
+        """Forks `where.count` workers, the first serving on `first`."""
         errors_read, errors_write = os.pipe()
         lifeline_read, lifeline_write = os.pipe()
         workers = cls({}, errors_read, lifeline_write)
         # Before forking: a signal from now on is relayed, never lost to Python's default handler.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, workers.relay)
-        for index, sock in enumerate(sockets):
+        for index in range(where.count):
             pid = os.fork()
             if pid == 0:
                 os.close(errors_read)
                 os.close(lifeline_write)
-                for other in sockets:
-                    if other is not sock:
-                        other.close()
-                where = WorkerSet(index, len(sockets), directory)
-                _work(where, settings, kinds, sock, reached, lifeline_read, errors_write)
+                if index:
+                    first.close()
+                worker = dataclasses.replace(where, index=index)
+                _work(
+                    worker,
+                    settings,
+                    kinds,
+                    first if index == 0 else None,
+                    reached,
+                    lifeline_read,
+                    errors_write,
+                )
             workers.pids[pid] = index
         os.close(errors_write)
         os.close(lifeline_read)
@@ -193,7 +197,7 @@ def _work(
     workers: WorkerSet,
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket,
+    sock: socket.socket | None,
     reached: server.Endpoint,
     lifeline: int,
     errors: int,
@@ -222,7 +226,7 @@ async def _serve(
     workers: WorkerSet,
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket,
+    sock: socket.socket | None,
     reached: server.Endpoint,
     lifeline: int,
 ) -> None:

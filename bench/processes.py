@@ -214,18 +214,38 @@ def start_stack(directory: Path, coreio_args: tuple[str, ...] = ()) -> Stack:
     return Stack(etcd, kube, coreio_etcd, coreio_sqlite)
 
 
+def tree(pid: int) -> list[int]:
+    """A process and its children (a coreio of several workers is a supervisor and its workers)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry.name))
+    return [pid, *children]
+
+
 def rss_bytes(pid: int) -> int:
-    """VmRSS of a process, from /proc/PID/status."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    """The memory a server holds: the proportional set size (Pss, from /proc/PID/smaps_rollup) of
+    the process and its children summed, so that pages forked workers share count once."""
+    total = 0
+    for member in tree(pid):
+        for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User plus system CPU time of a process and its children so far."""
+    total = 0
+    for member in tree(pid):
+        fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def settle(pids: list[int], *, idle: float = 0.15, limit: float = 60.0) -> None:

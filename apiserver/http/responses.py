@@ -13,6 +13,7 @@ from aiohttp import web
 
 from apiserver.http import codec, table
 from apiserver.machinery import errors
+from apiserver.registry.decoded import ObjectList
 from apiserver.resources.base import ResourceKind
 
 NO_CACHE = "no-cache, private"
@@ -104,8 +105,11 @@ def negotiate_stream(accept: str) -> OutputFormat:
 
 def encode(request: web.Request, body: Any, fmt: OutputFormat) -> bytes:
     if fmt.is_yaml:
-        return codec.encode_yaml(body)
+        # The YAML dumper represents plain dicts only.
+        return codec.encode_yaml(dict(body) if isinstance(body, ObjectList) else body)
     pretty = fmt.pretty or codec.is_pretty(request.query.get("pretty"), request.headers.get("User-Agent", ""))
+    if not pretty and isinstance(body, ObjectList):
+        return codec.encode_json_list(body, body.item_encodings)
     return codec.encode_json(body, pretty=pretty)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 
 from apiserver import __version__
-from apiserver.http.health import Check, PostStartHooks, answer_check, answer_probe
+from apiserver.http.health import Check, PostStartHooks, answer_check, answer_probe, run_check
 from apiserver.http.lifecycle import LIFECYCLE_KEY
 from apiserver.http.responses import NO_CACHE, object_response
 from apiserver.storage.interface import Readiness, Storage
@@ -100,8 +100,22 @@ class SystemEndpoints:
             return await answer_check(check, checks)
         return await answer_probe(request, probe, checks)
 
+    async def ready(self) -> bool:
+        """Whether every /readyz check but `shutdown` passes now (asked without a request)."""
+        for _, check in self._checks("readyz"):
+            if await run_check(check) is not None:
+                return False
+        return True
+
     def checks(self, request: web.Request, probe: str) -> list[tuple[str, Check]]:
         """The checks of `probe` (healthz, livez or readyz), in upstream's order."""
+        checks = self._checks(probe)
+        if probe == "readyz":
+            lifecycle = request.config_dict.get(LIFECYCLE_KEY)
+            checks.append(("shutdown", lambda: lifecycle is None or not lifecycle.shutdown_initiated))
+        return checks
+
+    def _checks(self, probe: str) -> list[tuple[str, Check]]:
         checks: list[tuple[str, Check]] = [("ping", _passes), ("log", _passes)]
         if probe != "livez":
             checks.append(("etcd", self._storage_answers))
@@ -109,9 +123,6 @@ class SystemEndpoints:
             checks.append(("etcd-readiness", self._storage_answers))
             checks += self.ready_checks.items()
         checks += self.post_start_hooks.checks()
-        if probe == "readyz":
-            lifecycle = request.config_dict.get(LIFECYCLE_KEY)
-            checks.append(("shutdown", lambda: lifecycle is None or not lifecycle.shutdown_initiated))
         return checks
 
     async def _storage_answers(self) -> None:

@@ -34,10 +34,11 @@ from apiserver.machinery.types import JSON
 from apiserver.patch import Patcher
 from apiserver.registry import decode, strategy
 from apiserver.registry.deletion import DeleteResult, ObjectDeletion, delete_corrupt
+from apiserver.registry.shared_events import WatchEventOut
 from apiserver.registry.storage_errors import interpreted
 from apiserver.registry.stored import StoredObjects
 from apiserver.registry.update import ObjectUpdate, Update, WriteResult
-from apiserver.registry.watch import INITIAL_EVENTS_END_ANNOTATION, ListWatch, WatchEventOut
+from apiserver.registry.watch import INITIAL_EVENTS_END_ANNOTATION, ListWatch
 from apiserver.resources.base import Admission, ResourceKind
 from apiserver.storage.interface import KeyExistsError, Storage
 

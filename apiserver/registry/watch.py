@@ -12,6 +12,8 @@ from apiserver.machinery import continue_token, errors, objectmeta
 from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.options import MATCH_EXACT, MATCH_NOT_OLDER_THAN, ListOptions
 from apiserver.machinery.types import JSON
+from apiserver.registry.decoded import DecodedObjects, ObjectList
+from apiserver.registry.shared_events import RecentChanges, WatchEventOut
 from apiserver.registry.storage_errors import MAX_CORRUPT_IN_LIST, interpreted, status_error, store_read_error
 from apiserver.registry.stored import CorruptObjectError, StoredObjects
 from apiserver.resources.base import ResourceKind
@@ -20,13 +22,8 @@ from apiserver.storage.interface import EventType, FutureRevisionError, ListResu
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 # Spelled out here: inside ListWatch, `list` names the method.
 Objects = list[JSON]
+Events = list[WatchEventOut]
 _MAX_UINT64 = 2**64 - 1
-
-
-@dataclass(frozen=True)
-class WatchEventOut:
-    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
-    object: JSON
 
 
 def parse_revision(text: str) -> int:
@@ -90,6 +87,8 @@ class _Listed:
 
     revision: int
     items: Objects = field(default_factory=list)
+    # The encodings of each item, shared with every read of the same object at the same revision.
+    encodings: list[dict[str, bytes]] = field(default_factory=list)
     next_start: str | None = None
     remaining: int = 0
     # Objects met that do not decode (at most MAX_CORRUPT_IN_LIST; `truncated` if there were more),
@@ -117,6 +116,10 @@ class ListWatch:
         self.kind = objects.kind
         self.gr = GroupResource(self.kind.group, self.kind.plural)
         self.bookmark_interval = bookmark_interval
+        # The objects lists and watches met lately, each decoded and encoded once for all of them,
+        # and the changes watches met lately, each decoded once for all watchers.
+        self.decoded = DecodedObjects(objects)
+        self.recent_changes = RecentChanges(self.decoded)
 
     # ----------------------------------------------------------------- list
 
@@ -137,12 +140,13 @@ class ListWatch:
             list_meta["continue"] = continue_token.encode(listed.next_start, prefix, listed.revision)
             if not opts.has_selectors:
                 list_meta["remainingItemCount"] = listed.remaining
-        return {
+        body = {
             "kind": self.kind.list_kind,
             "apiVersion": self.kind.api_version,
             "metadata": list_meta,
             "items": listed.items,
         }
+        return ObjectList(body, listed.encodings)
 
     async def _read(self, prefix: str, opts: ListOptions, revision: int, start: str | None) -> _Listed:
         """Pages of the range from `start` at `revision` (0: now) until `limit` items matched or the
@@ -173,14 +177,15 @@ class ListWatch:
         """Adds the page's selected items; True once `limit` of them are listed."""
         for index, kv in enumerate(page.items):
             try:
-                obj = self.objects.from_kv(kv)
+                shared = self.decoded.get(kv)
             except CorruptObjectError as exc:
                 if listed.add_corrupt(exc):
                     return True
                 continue
-            if not matches(self.kind, obj, opts):
+            if not matches(self.kind, shared.obj, opts):
                 continue
-            listed.items.append(self.objects.typed(obj))
+            listed.items.append(shared.obj)
+            listed.encodings.append(shared.encodings)
             if limit and len(listed.items) >= limit:
                 rest = page.items[index + 1 :]
                 if rest or page.more:
@@ -216,27 +221,30 @@ class ListWatch:
         selectors = ListOptions(label_selector=opts.label_selector, field_selector=opts.field_selector)
         snapshot = await self._read(prefix, selectors, 0, None)
         end = bool(opts.send_initial_events)
+        # Each ADDED shares its encodings with every watch that starts from the same object.
+        shared = zip(snapshot.items, snapshot.encodings, strict=True)
+        added = [WatchEventOut("ADDED", item, encodings) for item, encodings in shared]
         if snapshot.corrupt:
             # As upstream's etcd3 watch: the objects before the first undecodable one, then an
             # ERROR event that ends the stream.
-            items = snapshot.items[: snapshot.before_corrupt]
+            added = added[: snapshot.before_corrupt]
             return self._stream(
-                prefix, opts, snapshot.revision, items, initial_events_end=False, corrupt=snapshot.corrupt[0]
+                prefix, opts, snapshot.revision, added, initial_events_end=False, corrupt=snapshot.corrupt[0]
             )
-        return self._stream(prefix, opts, snapshot.revision, snapshot.items, initial_events_end=end)
+        return self._stream(prefix, opts, snapshot.revision, added, initial_events_end=end)
 
     async def _stream(
         self,
         prefix: str,
         opts: ListOptions,
         after: int,
-        initial_items: Objects,
+        initial: Events,
         *,
         initial_events_end: bool,
         corrupt: CorruptObjectError | None = None,
     ) -> AsyncIterator[WatchEventOut]:
-        for item in initial_items:
-            yield WatchEventOut("ADDED", item)
+        for added in initial:
+            yield added
         if corrupt is not None:
             yield _corrupt_event(corrupt)
             return
@@ -274,24 +282,25 @@ class ListWatch:
 
     def _convert(self, event: WatchEvent, opts: ListOptions) -> WatchEventOut | None:
         """The change as the watcher's selectors see it: ADDED or MODIFIED while selected, DELETED
-        when gone or no longer selected, nothing while never selected."""
-        decode = self.objects.decode
-        current = decode(event.value, event.revision, event.key) if event.value is not None else None
+        when gone or no longer selected, nothing while never selected. The event is the one every
+        watcher that sees the change so is sent."""
+        change = self.recent_changes.get(event)
+        current = change.current()
         previous = None
         # As upstream's etcd3 watch, the previous value is decoded only where it decides something:
         # for a deletion, or for a watch with selectors.
         if event.prev_value is not None and (current is None or opts.has_selectors):
-            previous = decode(event.prev_value, event.revision, event.key)
+            previous = change.previous()
         current_passes = current is not None and matches(self.kind, current, opts)
         if previous is None:
             previous_passes = event.prev_value is not None and current is not None
         else:
             previous_passes = matches(self.kind, previous, opts)
-        if current_passes and current is not None:
-            return WatchEventOut("MODIFIED" if previous_passes else "ADDED", self.objects.typed(current))
+        if current_passes:
+            return change.out("MODIFIED" if previous_passes else "ADDED")
         if previous_passes and previous is not None:
             # Gone, or no longer selected: DELETED with the last state at this event's revision.
-            return WatchEventOut("DELETED", self.objects.typed(previous))
+            return change.out("DELETED")
         return None
 
 

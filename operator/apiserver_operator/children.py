@@ -10,6 +10,7 @@ Installation per cluster owns the API groups) and the annotation `operator.core.
 from __future__ import annotations
 
 import base64
+import math
 from dataclasses import dataclass
 
 from apiserver.machinery.types import JSON
@@ -220,6 +221,18 @@ def api_services(inst: Installation, ca_bundle: bytes) -> list[JSON]:
     ]
 
 
+def workers(limits: dict[str, str], requests: dict[str, str]) -> int:
+    """One worker per core the pod is given: its CPU limit, else its request, rounded up (at least
+    one). Left to itself, the server would count the node's cores, which a pod without a CPU limit
+    does not own (and each worker holds its own watch cache against the memory limit)."""
+    given = limits.get("cpu") or requests.get("cpu") or "1"
+    try:
+        cores = float(given[:-1]) / 1000 if given.endswith("m") else float(given)
+    except ValueError:
+        return 1
+    return max(1, math.ceil(cores))
+
+
 def server_args(inst: Installation) -> list[str]:
     """coreio-apiserver's flags in the pod. Delegated authentication and authorization use the
     pod's in-cluster credentials (the server's default when it runs in a pod)."""
@@ -229,6 +242,7 @@ def server_args(inst: Installation) -> list[str]:
         f"--data-dir={DATA_DIR}",
         f"--tls-cert-file={SERVING_DIR}/tls.crt",
         f"--tls-private-key-file={SERVING_DIR}/tls.key",
+        f"--workers={workers(inst.spec.resources.limits, inst.spec.resources.requests)}",
     ]
     storage = inst.spec.storage
     if storage.type == "etcd" and storage.etcd is not None:

@@ -55,7 +55,9 @@ def _start(
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory, etcd: EtcdProcess) -> Iterator[ServerProcess]:
     """Two read-only and one mutating request at once; every authenticated user may do anything
-    (the limits are checked before authorization, the slow paths need to get past it)."""
+    (the limits are checked before authorization, the slow paths need to get past it). One
+    worker: with several, each has its share of the limits, and a request meets the share of the
+    worker its connection reached."""
     server = _start(
         tmp_path_factory,
         "limited",
@@ -64,6 +66,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory, etcd: EtcdProcess) -> Iter
             "--max-mutating-requests-inflight=1",
             "--authorization-mode=AlwaysAllow",
             "--request-timeout=30",
+            "--workers=1",
         ],
         etcd,
     )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from bench import wrk
+from bench import processes, wrk
 from bench.options import parse as parse_options
 from bench.report import (
     COREIO_ETCD,
@@ -201,3 +205,17 @@ def test_rows_survive_json_and_small_rates_keep_a_decimal() -> None:
     rows = [rate_row(LIST_ALL, 64, 2.6, 0.45, 4.0)]
     assert from_json(to_json(rows)) == rows
     assert fmt(2.6, "/s") == "2.6/s"
+
+
+def test_memory_and_cpu_count_a_server_with_its_workers() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while child.pid not in processes.tree(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.pid in processes.tree(os.getpid())
+        alone = processes.rss_bytes(child.pid)
+        assert alone > 0 and processes.rss_bytes(os.getpid()) > alone
+    finally:
+        child.kill()
+        child.wait()

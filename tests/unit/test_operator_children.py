@@ -188,3 +188,17 @@ def test_every_child_says_whose_it_is() -> None:
     secret = children.secret(inst, inst.ca_secret, "Opaque", {}, {"operator.core.io/ca-renew-after": "x"})
     for obj in [*_rendered(inst), secret]:
         assert obj["metadata"]["annotations"]["operator.core.io/installation"] == "coreio-system/coreio", obj
+
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ({}, 1),
+        ({"requests": {"cpu": "1500m"}}, 2),
+        ({"limits": {"cpu": "4"}, "requests": {"cpu": "100m"}}, 4),
+    ],
+)
+def test_the_server_runs_a_worker_per_core_the_pod_is_given(resources: JSON, expected: int) -> None:
+    deployment = _deployment(_rendered(_installation({"resources": resources})))
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--workers={expected}" in args

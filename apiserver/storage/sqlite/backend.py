@@ -18,7 +18,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -32,13 +32,18 @@ from apiserver.storage.interface import (
     WatchEvent,
     WatchOverflowError,
 )
-from apiserver.storage.sqlite.log import CHANGES_BATCH, Changes, RevisionLog, expiry
+from apiserver.storage.sqlite.log import CHANGES_BATCH, RevisionLog, Write, expiry
 
 __all__ = ["SQLiteStorage", "WatchOverflowError"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# Most writes committed in one transaction.
+WRITE_BATCH = 256
+# Spelled out here: inside the class, `list` names the read method.
+Outcomes = list[Any]
+Waiting = list[asyncio.Future[Any]]
 
 
 class SQLiteStorage:
@@ -70,6 +75,9 @@ class SQLiteStorage:
         self.watch_buffer = watch_buffer
         self.poll_interval = poll_interval
         self._log = RevisionLog(path, shared=shared)
+        # Writes waiting for the next batch, and the batch being committed.
+        self._queued: list[tuple[Write[Any], asyncio.Future[Any]]] = []
+        self._batch: asyncio.Future[Outcomes] | None = None
         self._polled = asyncio.Event()
         self._broadcaster = Broadcaster(watch_buffer)
         self._executor: ThreadPoolExecutor | None = None
@@ -161,20 +169,58 @@ class SQLiteStorage:
         except sqlite3.Error as error:
             raise StorageError(f"sqlite: {error}") from error
 
-    async def _write(self, body: Callable[[], tuple[T, Changes]]) -> T:
-        return await self._run(self._commit, body)
+    async def _write(self, body: Write[T]) -> T:
+        """Queues the write for the next batch (one transaction, one sync for all the writes that
+        came while the last batch was committing); its result once that batch is committed."""
+        if self._executor is None or self._loop is None:
+            raise StorageUnavailableError("sqlite storage is not open")
+        done: asyncio.Future[T] = self._loop.create_future()
+        self._queued.append((body, done))
+        if self._batch is None:
+            self._commit_next()
+        return await done
 
-    def _commit(self, body: Callable[[], tuple[T, Changes]]) -> T:
-        """On the database thread: the write in one transaction, its changes then broadcast."""
-        result, changes = self._log.transact(body)
+    def _commit_next(self) -> None:
+        """On the loop: hands the queued writes (up to WRITE_BATCH) to the database thread."""
+        batch, self._queued = self._queued[:WRITE_BATCH], self._queued[WRITE_BATCH:]
+        if self._loop is None or self._executor is None:  # closed meanwhile
+            for _, done in batch:
+                if not done.done():
+                    done.set_exception(StorageUnavailableError("sqlite storage closed"))
+            return
+        bodies = [body for body, _ in batch]
+        self._batch = self._loop.run_in_executor(self._executor, self._commit, bodies)
+        self._batch.add_done_callback(functools.partial(self._committed, [done for _, done in batch]))
+
+    def _committed(self, waiting: Waiting, batch: asyncio.Future[Outcomes]) -> None:
+        """On the loop: each write's outcome to its writer, then the next batch."""
+        self._batch = None
+        failed = None if batch.cancelled() else batch.exception()
+        if isinstance(failed, sqlite3.Error):
+            failed = StorageError(f"sqlite: {failed}")
+        for index, done in enumerate(waiting):
+            if done.done():
+                continue
+            if batch.cancelled() or failed is not None:
+                done.set_exception(failed or StorageUnavailableError("sqlite storage closed"))
+            elif isinstance(outcome := batch.result()[index], StorageError):
+                done.set_exception(outcome)
+            else:
+                done.set_result(outcome)
+        if self._queued:
+            self._commit_next()
+
+    def _commit(self, bodies: Sequence[Write[Any]]) -> Outcomes:
+        """On the database thread: the writes in one transaction, their changes then broadcast."""
+        outcomes, changes = self._log.transact(bodies)
         if changes and self._loop is not None and self._log.shared:
             # The poller publishes, so that the other processes' changes keep their place in line.
             self._loop.call_soon_threadsafe(self._polled.set)
         elif changes and self._loop is not None:
             # Queued from this one thread, so watchers see changes in commit order, and before
-            # the writer's own await returns.
+            # the writers' own awaits return.
             self._loop.call_soon_threadsafe(self._broadcaster.publish, changes)
-        return result
+        return outcomes
 
     # -- watches -----------------------------------------------------------------------------------
 

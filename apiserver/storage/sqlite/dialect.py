@@ -125,6 +125,16 @@ class Dialect:
     def rollback(self) -> None:
         self.conn.execute("ROLLBACK")
 
+    def savepoint(self) -> None:
+        self.conn.execute("SAVEPOINT write")
+
+    def release(self) -> None:
+        self.conn.execute("RELEASE write")
+
+    def rollback_to_savepoint(self) -> None:
+        self.conn.execute("ROLLBACK TO write")
+        self.conn.execute("RELEASE write")
+
     def sequence(self, initial: int) -> int:
         """The highest id ever handed out, set to `initial` in a new database. AUTOINCREMENT's
         high-water mark survives deleting the newest rows during compaction."""

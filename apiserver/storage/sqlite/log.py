@@ -12,7 +12,7 @@ the changes it made, which the backend hands to the broadcaster once committed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from apiserver.storage.interface import (
@@ -24,6 +24,7 @@ from apiserver.storage.interface import (
     KeyValue,
     ListResult,
     RevisionConflictError,
+    StorageError,
     StorageUnavailableError,
     WatchEvent,
 )
@@ -32,6 +33,8 @@ from apiserver.storage.sqlite.dialect import Dialect, Row, key_range
 T = TypeVar("T")
 # Spelled out here: inside the class, `list` names the read method.
 Changes = list[WatchEvent]
+# A write: run inside a transaction, it returns its result and the changes it made.
+Write = Callable[[], tuple[T, Changes]]
 # How many changes one read of the log returns at most.
 CHANGES_BATCH = 500
 
@@ -90,21 +93,42 @@ class RevisionLog:
             self._sql.close()
             self._sql = None
 
-    def transact(self, body: Callable[[], tuple[T, Changes]]) -> tuple[T, Changes]:
-        """Runs a write in one transaction; the revisions it took are committed with it or not at all."""
+    def transact(self, bodies: Sequence[Write[Any]]) -> tuple[list[Any], Changes]:
+        """Runs writes in one transaction, committed (and synced) once for all of them: group commit,
+        as etcd syncs a batch of entries at once. Each write is a savepoint of its own; one refused
+        by the storage (a conflict, a key that exists) is undone alone, and its error is its
+        outcome. The revisions they took are committed with them or not at all."""
         db = self._db
         db.begin()
-        if self.shared:
-            # Holding the write lock now: whatever the other writers took is committed and counted.
-            self._next = self.committed = db.sequence(initial=1)
+        outcomes: list[Any] = []
+        changes: Changes = []
         try:
-            result = body()
+            if self.shared:
+                # Holding the write lock now: whatever the other writers took is committed and counted.
+                self._next = self.committed = db.sequence(initial=1)
+            for body in bodies:
+                outcome, made = self._one(body)
+                outcomes.append(outcome)
+                changes += made
             db.commit()
         except BaseException:
             db.rollback()
             self._next = self.committed
             raise
         self.committed = self._next
+        return outcomes, changes
+
+    def _one(self, body: Write[Any]) -> tuple[Any, Changes]:
+        """One write of a batch: (its result, its changes), or (the StorageError refusing it, [])."""
+        mark = self._next
+        self._db.savepoint()
+        try:
+            result = body()
+        except StorageError as refused:
+            self._db.rollback_to_savepoint()
+            self._next = mark
+            return refused, []
+        self._db.release()
         return result
 
     # -- writes (inside `transact`) ----------------------------------------------------------------

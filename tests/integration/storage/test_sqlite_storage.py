@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from apiserver.storage.interface import EventType, WatchOverflowError
+from apiserver.storage.interface import EventType, KeyExistsError, RevisionConflictError, WatchOverflowError
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.integration.storage.helpers import next_event, take
 
@@ -90,3 +90,36 @@ async def test_closing_the_store_ends_open_watches(sqlite_path: str) -> None:
     await store.close()
     with pytest.raises(Exception, match="closed"):
         await pending
+
+
+async def test_writes_arriving_together_commit_together_and_a_refused_one_is_undone_alone(
+    sqlite_path: str,
+) -> None:
+    store = await open_store(sqlite_path)
+    try:
+        first = await store.create("/g/taken", b"0")
+        start = await store.current_revision()
+        # Sent at once: they share transactions (and syncs), each refused one undone alone.
+        writes = [store.create(f"/g/{i}", b"x") for i in range(100)]
+        writes += [store.create("/g/taken", b"again") for _ in range(50)]  # refused: the key exists
+        writes += [store.update("/g/taken", b"y", expected_revision=first.mod_revision) for _ in range(50)]
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        created = [o for o in outcomes[:100] if not isinstance(o, BaseException)]
+        assert len(created) == 100
+        assert all(isinstance(o, KeyExistsError) for o in outcomes[100:150])
+        updated = [o for o in outcomes[150:] if not isinstance(o, BaseException)]
+        assert len(updated) == 1, "one update of a revision wins; the others conflict"
+        assert all(isinstance(o, RevisionConflictError) for o in outcomes[150:] if o not in updated)
+        # Revisions are handed out without a gap: the refused writes took none.
+        revisions = sorted(o.mod_revision for o in [*created, *updated])
+        assert revisions == list(range(start + 1, start + 102))
+        assert await store.current_revision() == start + 101
+        assert (await store.get("/g/taken")) == updated[0]
+    finally:
+        await store.close()
+    reopened = await open_store(sqlite_path)
+    try:
+        listed = await reopened.list("/g/")
+        assert len(listed.items) == 101 and listed.revision == start + 101
+    finally:
+        await reopened.close()

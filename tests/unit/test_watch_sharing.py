@@ -1,0 +1,303 @@
+"""What watchers and lists share: each change decoded once and each event's line encoded once for
+every watcher sending it as it is; listed objects decoded and encoded once per revision; and the
+bytes on the wire exactly what encoding each one separately gives."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+
+from apiserver.http import codec, responses
+from apiserver.http.watchstream import WatchWriter, encoded, watch_line
+from apiserver.machinery.options import ListOptions, WriteOptions
+from apiserver.machinery.selectors import parse_label_selector
+from apiserver.machinery.types import JSON
+from apiserver.registry.decoded import DecodedObjects, ObjectList
+from apiserver.registry.shared_events import RecentChanges, WatchEventOut
+from apiserver.registry.store import ResourceStore
+from apiserver.registry.stored import CorruptObjectError, StoredObjects, storage_root
+from apiserver.resources.event import EventKind
+from apiserver.storage.cacher import CachedStorage
+from apiserver.storage.interface import EventType, KeyValue, Storage, WatchEvent
+from apiserver.storage.sqlite.backend import SQLiteStorage
+
+KIND = EventKind()
+OBJECTS = StoredObjects(KIND, cast(Storage, None))
+
+
+def event_body(name: str, namespace: str = "team-a", **labels: str) -> JSON:
+    metadata: JSON = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": metadata,
+        "eventTime": "2026-11-22T02:16:41.123456Z",
+        "reportingController": "example.com/deployer",
+        "reportingInstance": "deployer-7d9f",
+        "action": "Scaling",
+        "reason": "ScaledUp",
+        "regarding": {"kind": "Deployment", "namespace": "team-a", "name": "web"},
+        "note": 'Scaled up to 3 — “ünïcode” \u2028 \\ "quoted" \U0001f600',
+        "type": "Normal",
+    }
+
+
+def change(revision: int, value: JSON | None, previous: JSON | None, name: str = "web") -> WatchEvent:
+    return WatchEvent(
+        EventType.PUT if value is not None else EventType.DELETE,
+        OBJECTS.key("team-a", name),
+        revision,
+        OBJECTS.encode(value) if value is not None else None,
+        OBJECTS.encode(previous) if previous is not None else None,
+    )
+
+
+# ----------------------------------------------------------------------------- shared changes
+
+
+def test_a_change_is_decoded_once_and_its_events_made_once() -> None:
+    changes = RecentChanges(DecodedObjects(OBJECTS))
+    event = change(7, event_body("web", tier="front"), event_body("web"))
+    first = changes.get(event)
+    assert changes.get(event) is first
+    # Another storage watch hands over an equal event: the same change.
+    assert changes.get(change(7, event_body("web", tier="front"), event_body("web"))) is first
+    current = first.current()
+    assert current is not None and current is first.current()
+    assert list(current)[:2] == ["kind", "apiVersion"]
+    assert current["metadata"]["resourceVersion"] == "7"
+    previous = first.previous()
+    assert previous is not None and "labels" not in previous["metadata"]
+    assert previous["metadata"]["resourceVersion"] == "7"
+    modified = first.out("MODIFIED")
+    assert first.out("MODIFIED") is modified and modified.object is current
+    assert first.out("DELETED").object is previous
+
+
+def test_a_different_change_at_the_same_revision_is_not_taken_for_it() -> None:
+    changes = RecentChanges(DecodedObjects(OBJECTS))
+    first = changes.get(change(7, event_body("web", tier="front"), None))
+    other = changes.get(change(7, event_body("web", tier="back"), None))
+    assert other is not first
+    assert other.current() is not None and other.current() != first.current()
+
+
+def test_only_the_latest_changes_are_kept() -> None:
+    changes = RecentChanges(DecodedObjects(OBJECTS), capacity=3)
+    events = [change(revision, event_body("web"), None) for revision in range(1, 6)]
+    shared = [changes.get(event) for event in events]
+    assert len(changes) == 3
+    assert changes.get(events[-1]) is shared[-1]
+    assert changes.get(events[0]) is not shared[0]
+
+
+def test_an_undecodable_change_fails_each_watcher() -> None:
+    changes = RecentChanges(DecodedObjects(OBJECTS))
+    event = WatchEvent(EventType.PUT, OBJECTS.key("team-a", "bad"), 9, b"{not json")
+    for _ in range(2):
+        with pytest.raises(CorruptObjectError):
+            changes.get(event).current()
+
+
+# ----------------------------------------------------------------------------- watch lines
+
+
+def test_a_shared_event_is_encoded_once_as_a_watch_line() -> None:
+    obj = OBJECTS.typed(OBJECTS.decode(OBJECTS.encode(event_body("web")), 3))
+    event = WatchEventOut("ADDED", obj, {})
+    line = encoded(event)
+    assert line == (json.dumps({"type": "ADDED", "object": obj}, separators=(",", ":")) + "\n").encode()
+    assert encoded(event) is line
+    # An object's encodings may be shared by events of other types: each has its own line.
+    deleted = encoded(WatchEventOut("DELETED", obj, event.encodings))
+    assert deleted == watch_line("DELETED", obj) and deleted != line
+
+
+def test_events_of_one_watcher_and_transformed_ones_are_encoded_each_time() -> None:
+    obj: JSON = {"kind": "Event", "apiVersion": "events.core.io/v1", "metadata": {"resourceVersion": "4"}}
+    bookmark = WatchEventOut("BOOKMARK", obj)
+    assert encoded(bookmark) == watch_line("BOOKMARK", obj)
+    assert encoded(bookmark) is not encoded(bookmark)
+    shared = WatchEventOut("ADDED", obj, {})
+    line = encoded(shared, lambda o: {"kind": "Table", "rows": [o]})
+    assert line == watch_line("ADDED", {"kind": "Table", "rows": [obj]})
+    assert shared.encodings == {}
+
+
+# ----------------------------------------------------------------------------- through the store
+
+
+@pytest.fixture
+async def store(tmp_path: Any) -> AsyncIterator[ResourceStore]:
+    cached = CachedStorage(SQLiteStorage(str(tmp_path / "db.sqlite")), [storage_root(KIND)])
+    await cached.start()
+    try:
+        async with asyncio.timeout(10):
+            await cached.wait_ready()
+        yield ResourceStore(KIND, cached)
+    finally:
+        await cached.close()
+
+
+async def test_watchers_of_one_change_get_one_event(store: ResourceStore) -> None:
+    now = str(await store.storage.current_revision())
+    plain = await store.watch("team-a", ListOptions(resource_version=now, watch=True))
+    selected = await store.watch(
+        "team-a",
+        ListOptions(resource_version=now, watch=True, label_selector=parse_label_selector("tier=front")),
+    )
+    await store.create("team-a", event_body("web", tier="front"), WriteOptions())
+    async with asyncio.timeout(10):
+        first = await anext(aiter(plain))
+        second = await anext(aiter(selected))
+    assert first.type == second.type == "ADDED"
+    assert first is second
+    assert encoded(first) is encoded(second)
+    assert encoded(first) == watch_line("ADDED", first.object)
+    # A list of the object at that revision shares it too.
+    listed = await store.list("team-a", ListOptions(resource_version="0"))
+    assert listed["items"][0] is first.object
+
+
+async def test_lists_share_decoded_objects_and_their_encodings(store: ResourceStore) -> None:
+    for name in ("a", "b"):
+        await store.create("team-a", event_body(name), WriteOptions())
+    await store.create("team-b", event_body("c", "team-b"), WriteOptions())
+    first = await store.list("team-a", ListOptions(resource_version="0"))
+    second = await store.list(None, ListOptions(resource_version="0"))
+    assert isinstance(first, ObjectList) and isinstance(second, ObjectList)
+    assert [item["metadata"]["name"] for item in second["items"]] == ["a", "b", "c"]
+    assert first["items"][0] is second["items"][0]
+    assert codec.encode_json_list(first, first.item_encodings) == codec.encode_json(dict(first))
+    assert first.item_encodings[0] is second.item_encodings[0]
+    assert codec.encode_json_list(second, second.item_encodings) == codec.encode_json(dict(second))
+
+
+# ----------------------------------------------------------------------------- list encoding
+
+
+def kv(name: str, revision: int, body: JSON) -> KeyValue:
+    return KeyValue(OBJECTS.key("team-a", name), OBJECTS.encode(body), revision, revision)
+
+
+def test_an_object_is_decoded_once_per_revision() -> None:
+    decoded = DecodedObjects(OBJECTS, capacity=2)
+    first = decoded.get(kv("web", 3, event_body("web")))
+    assert decoded.get(kv("web", 3, event_body("web"))) is first
+    assert decoded.get(kv("web", 3, event_body("web", tier="x"))) is not first
+    second = decoded.get(kv("web", 3, event_body("web", tier="x")))
+    db = decoded.get(kv("db", 4, event_body("db")))
+    # Read again, so the newer "db" is dropped first.
+    assert decoded.get(kv("web", 3, event_body("web", tier="x"))) is second
+    decoded.get(kv("api", 5, event_body("api")))
+    assert len(decoded) == 2
+    assert decoded.get(kv("web", 3, event_body("web", tier="x"))) is second
+    assert decoded.get(kv("db", 4, event_body("db"))) is not db
+    with pytest.raises(CorruptObjectError):
+        decoded.get(KeyValue(OBJECTS.key("team-a", "bad"), b"[]", 6, 6))
+    assert len(decoded) == 2
+
+
+@pytest.mark.parametrize(
+    "items",
+    [[], [event_body("web")], [event_body("a"), {"x": [1, 2.5, None, True, {"y": "\ud7ff\u00e9"}]}]],
+)
+def test_a_list_encoded_from_its_items_encodings_is_the_same_bytes(items: list[JSON]) -> None:
+    body: JSON = {
+        "kind": "EventList",
+        "apiVersion": "events.core.io/v1",
+        "metadata": {"resourceVersion": "12", "continue": "é"},
+        "items": items,
+    }
+    encodings: list[dict[str, bytes]] = [{} for _ in items]
+    expected = codec.encode_json(body)
+    assert codec.encode_json_list(body, encodings) == expected
+    assert all(codec.COMPACT_JSON in each for each in encodings)
+    # Made once: the next list reuses them.
+    assert codec.encode_json_list(body, encodings) == expected
+
+
+def test_a_list_that_does_not_end_with_its_items_is_encoded_whole() -> None:
+    body: JSON = {"kind": "EventList", "items": [{"a": 1}], "metadata": {}}
+    stale: list[dict[str, bytes]] = [{codec.COMPACT_JSON: b'{"a":2}'}]
+    assert codec.encode_json_list(body, stale) == codec.encode_json(body)
+    assert codec.encode_json_list({"items": [{"a": 1}]}, []) == codec.encode_json({"items": [{"a": 1}]})
+
+
+def test_a_shared_list_is_encoded_in_every_format_as_a_plain_one() -> None:
+    body = ObjectList({"kind": "EventList", "metadata": {}, "items": [event_body("web")]}, [{}])
+    plain = dict(body)
+    request = make_mocked_request("GET", "/apis")
+    pretty = responses.OutputFormat(codec.JSON_TYPE, pretty=True)
+    assert responses.encode(request, body, responses.JSON_OUTPUT) == codec.encode_json(plain)
+    assert responses.encode(request, body, pretty) == codec.encode_json(plain, pretty=True)
+    assert responses.encode(request, body, responses.YAML_OUTPUT) == codec.encode_yaml(plain)
+
+
+# ----------------------------------------------------------------------------- stalled clients
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.aborted = asyncio.Event()
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+
+class Request:
+    def __init__(self) -> None:
+        self.transport = Transport()
+
+
+class Response:
+    """Accepts `accepted` writes at once, then waits until the connection is cut."""
+
+    def __init__(self, transport: Transport, accepted: int) -> None:
+        self.transport = transport
+        self.accepted = accepted
+        self.written: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        if len(self.written) >= self.accepted:
+            await self.transport.aborted.wait()
+        self.written.append(data)
+
+
+def writer(accepted: int, patience: float) -> tuple[WatchWriter, Request, Response]:
+    request = Request()
+    response = Response(request.transport, accepted)
+    sender = WatchWriter(cast(web.Request, request), cast(web.StreamResponse, response), patience)
+    return sender, request, response
+
+
+async def test_a_client_that_accepts_nothing_for_the_send_timeout_is_cut_off() -> None:
+    sender, request, _ = writer(accepted=2, patience=0.2)
+    assert await sender.send(b"1\n") and await sender.send(b"2\n")
+    await asyncio.sleep(0.15)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.timeout(5):
+        assert not await sender.send(b"3\n")
+    # The write that stalled had the whole timeout, though the timer was started before it.
+    assert loop.time() - started >= 0.2
+    assert request.transport.aborted.is_set()
+    sender.close()
+
+
+async def test_clients_that_keep_reading_are_never_cut_off() -> None:
+    sender, request, response = writer(accepted=1000, patience=0.05)
+    for index in range(20):
+        assert await sender.send(b"%d\n" % index)
+        await asyncio.sleep(0.01)
+    sender.close()
+    assert not request.transport.aborted.is_set()
+    assert len(response.written) == 20
