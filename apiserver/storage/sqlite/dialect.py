@@ -9,9 +9,12 @@ replaced and `expires_at` the wall-clock expiry of a key written with a TTL (onl
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import astuple, dataclass
 from typing import Any
 
+# How long opening the file waits for another process opening it too.
+OPEN_TIMEOUT = 5.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -102,15 +105,24 @@ class Dialect:
 
     @classmethod
     def connect(cls, path: str) -> Dialect:
-        """Opens (creating) the database: WAL, and synchronous=FULL so acknowledged is durable."""
-        # isolation_level=None: transactions are begun and ended explicitly (`begin`/`commit`).
-        conn = sqlite3.connect(path, isolation_level=None)
-        # First: whoever else opens the file at the same moment (another worker) is waited for.
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
-        return cls(conn)
+        """Opens (creating) the database: WAL, and synchronous=FULL so acknowledged is durable.
+        Another process opening it at the same moment (a worker) is waited for: switching to WAL
+        and recovering its index can answer "locked" at once, without SQLite's busy wait."""
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while True:
+            # isolation_level=None: transactions are begun and ended explicitly (`begin`/`commit`).
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(OPEN_TIMEOUT * 1000)}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
+                return cls(conn)
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.02)
 
     def close(self) -> None:
         self.conn.close()
