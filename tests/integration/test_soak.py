@@ -5,16 +5,16 @@ controllers mostly sends: reads (long-running watches that end and resume from t
 resourceVersion they saw, with bookmarks; LISTs plain, by label and field selector and paged; GETs)
 and, for writes, mostly updates (some on objects every writer shares, so 409 conflicts happen) with
 some creates and deletes that keep the object count bounded. Every few seconds it samples the
-server process's RSS and open file descriptors (/proc/<pid>/status and /proc/<pid>/fd), its threads,
-the watchers it registers (`apiserver_registered_watchers` on /metrics) and its asyncio tasks
-(`coreio_asyncio_tasks`). After a warm-up (the first 20% of the run) a least-squares line through
-the samples must show no growth: RSS rising under 1 MiB a minute; the tasks' mean over the last
-quarter of the samples at most 3 above that over the first, and never more than 25 above their
-level after the warm-up (the load's requests in flight come and go); the descriptors at the end
-within 5 of that level. No request may fail apart from the expected 409
-conflicts, and no watch may run more than 5 s past its timeoutSeconds (measured by the client, from
-sending the request to the end of the stream). It prints a summary of the samples and the requests
-(`pytest -s` shows it).
+server's RSS and open file descriptors (/proc/<pid>/status and /proc/<pid>/fd; with its workers'
+summed), its threads, the watchers it registers (`apiserver_registered_watchers` on /metrics) and
+its asyncio tasks (`coreio_asyncio_tasks`). After a warm-up (the first 20% of the run) a least-
+squares line through the samples must show no growth: RSS rising under 1 MiB a minute; the tasks'
+mean over the last quarter of the samples at most 3 above that over the first, and never more than
+25 above their level after the warm-up (the load's requests in flight come and go); the descriptors
+at the end within 5 of that level. No request may fail apart from the expected 409 conflicts, and
+no watch may run more than 5 s past its timeoutSeconds (measured by the client, from sending the
+request to the end of the stream). It prints a summary of the samples and the requests (`pytest -s`
+shows it).
 
 On demand only: `./scripts/test -m soak -s tests/integration/test_soak.py`.
 """
@@ -333,9 +333,31 @@ class Soak:
 
 
 def process_figures(pid: int) -> tuple[int, int, int]:
-    """RSS (KiB), threads and open file descriptors of the process `pid`, as /proc shows them."""
-    fields = dict(line.partition(":")[::2] for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]), int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+    """RSS (KiB), threads and open file descriptors of the server `pid` and its workers, summed, as
+    /proc shows them."""
+    rss = threads = fds = 0
+    for member in [pid, *children(pid)]:
+        fields = dict(
+            line.partition(":")[::2] for line in Path(f"/proc/{member}/status").read_text().splitlines()
+        )
+        rss += int(fields["VmRSS"].split()[0])
+        threads += int(fields["Threads"])
+        fds += len(os.listdir(f"/proc/{member}/fd"))
+    return rss, threads, fds
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a server's workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
 
 
 def trend(samples: list[Sample], value: Callable[[Sample], float]) -> float:
