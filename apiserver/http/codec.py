@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from apiserver.machinery import errors, gofmt, jsonsyntax, jsonvalue, mediatypes
+from apiserver.machinery import errors, fastjson, gofmt, jsonsyntax, jsonvalue, mediatypes
 
 JSON_TYPE = mediatypes.JSON_TYPE
 YAML_TYPE = mediatypes.YAML_TYPE
@@ -26,7 +26,7 @@ PATCH_TYPES = (JSON_PATCH_TYPE, MERGE_PATCH_TYPE, APPLY_PATCH_TYPE, STRATEGIC_PA
 MAX_DEPTH = 100
 # The name of an object's compact JSON among the encodings shared with it (registry.decoded).
 COMPACT_JSON = "json"
-_NO_ITEMS = '"items":[]}'
+_NO_ITEMS = b'"items":[]}'
 
 
 @dataclass(frozen=True)
@@ -252,27 +252,23 @@ def is_pretty(query_value: str | None, user_agent: str) -> bool:
 def encode_json(value: Any, *, pretty: bool = False) -> bytes:
     if pretty:
         return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
-    return (_compact(value) + "\n").encode()
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return fastjson.dumps(value) + b"\n"
 
 
 def encode_json_list(body: dict[str, Any], item_encodings: list[dict[str, bytes]]) -> bytes:
     """encode_json(body) of a list whose last member is `items`, each item encoded once: its
     encoding is kept in its entry of `item_encodings` for the next response that lists it."""
     items = body.get("items")
-    head = _compact({**body, "items": []})
+    head = fastjson.dumps({**body, "items": []})
     if not isinstance(items, list) or len(items) != len(item_encodings) or not head.endswith(_NO_ITEMS):
         return encode_json(body)
     parts: list[bytes] = []
     for item, encodings in zip(items, item_encodings, strict=True):
         encoded = encodings.get(COMPACT_JSON)
         if encoded is None:
-            encoded = encodings[COMPACT_JSON] = _compact(item).encode()
+            encoded = encodings[COMPACT_JSON] = fastjson.dumps(item)
         parts.append(encoded)
-    return b"".join((head[: -len("]}")].encode(), b",".join(parts), b"]}\n"))
+    return b"".join((head[: -len("]}")], b",".join(parts), b"]}\n"))
 
 
 def encode_yaml(value: Any) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,6 +13,7 @@ from aiohttp import web
 
 from apiserver.http.lifecycle import LIFECYCLE_KEY
 from apiserver.http.responses import NO_CACHE
+from apiserver.machinery import fastjson
 from apiserver.registry.store import WatchEventOut
 
 # Seconds a watch may wait for its client to accept more of the stream (0: forever). Memory stays
@@ -76,7 +76,7 @@ async def stream_watch(
 
 def watch_line(event_type: str, obj: dict[str, Any]) -> bytes:
     """One event as the stream sends it: a JSON object on a line of its own."""
-    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return fastjson.dumps({"type": event_type, "object": obj}) + b"\n"
 
 
 def encoded(

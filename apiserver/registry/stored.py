@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from apiserver.machinery import objectmeta
+from apiserver.machinery import fastjson, objectmeta
 from apiserver.machinery.jsonsyntax import syntax_error
 from apiserver.machinery.types import JSON
 from apiserver.resources.base import ResourceKind
@@ -94,7 +94,7 @@ class StoredObjects:
     def decode(value: bytes, revision: int, key: str = "") -> JSON:
         """The object stored as `value` at `revision`; CorruptObjectError when it does not decode."""
         try:
-            obj = json.loads(value)
+            obj = fastjson.loads(value)
         except (UnicodeDecodeError, ValueError):
             obj = None
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
@@ -126,7 +126,7 @@ class StoredObjects:
         meta.pop("resourceVersion", None)
         meta.pop("selfLink", None)
         stored["metadata"] = meta
-        return json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode()
+        return fastjson.dumps(stored)
 
     def typed(self, obj: JSON) -> JSON:
         return typed(self.kind, obj)
