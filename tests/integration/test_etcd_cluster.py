@@ -282,8 +282,8 @@ def compact(etcd: EtcdCluster) -> int:
 async def test_watchers_stay_consistent_through_leader_change_restart_and_compaction(
     tmp_path: Path, cluster: EtcdCluster
 ) -> None:
-    # A watch cache window of CACHE_WINDOW changes: the paused watchers resume from before it, so etcd serves
-    # them, and past the compaction that is 410 (within the window they would resume gap-free). One
+    # A watch cache window of CACHE_WINDOW changes: the paused watchers resume from before it and behind
+    # the compaction, which is 410 either way (within the window they would resume gap-free). One
     # worker: a paused watcher may resume on any worker, and only this one's window is known to have
     # moved on (a worker's cache still catching up after the leader's loss would rightly serve it).
     server = coreio_on(

@@ -9,9 +9,10 @@ the backend.
 - A get reads the backend, as upstream's GET without a resourceVersion does: on etcd a consistent
   read from the cache would cost the same round trip (the current revision) before its lookup.
 - A watch is served from the cache's window of recent changes: many watches, one backend watch. A
-  watch from before the window is the backend's: a client resuming after a long pause gets the
-  changes it missed while the storage still holds them, where upstream's cacher answers 410 "too old
-  resource version" and the client lists everything again; once compacted it is 410 either way.
+  watch from before the window ends at once with CompactedError, upstream's 410 "too old resource
+  version": the client lists again (from the cache) and watches from there. Serving it from the
+  backend instead would give every client resuming after a restart (when the window starts anew)
+  a backend watch of its own for as long as its watch lasts, the cost the cache exists to save.
 - While a cache is not ready (starting, or restarting after its backend watch failed), or when it
   does not catch up within its freshness timeout, the backend answers.
 """
@@ -117,8 +118,9 @@ class CachedStorage:
     ) -> AsyncGenerator[WatchEvent, None]:
         cache = self._cache(prefix)
         source: AsyncIterator[WatchEvent]
-        # Checked as the watch starts, and followed by no await until the cache has subscribed it.
-        if cache is not None and cache.ready and after_revision >= cache.window.start:
+        # Checked as the watch starts, and followed by no await until the cache has subscribed it
+        # (from before the window, CompactedError). From 0, all history: the backend's to replay.
+        if cache is not None and cache.ready and after_revision > 0:
             source = cache.watch(
                 prefix, after_revision, (progress_every or self.progress_interval) if progress else None
             )

@@ -90,10 +90,10 @@ class ResourceCache:
         self, prefix: str, after_revision: int, progress: float | None
     ) -> AsyncGenerator[WatchEvent, None]:
         """The changes under `prefix` after `after_revision`: those the window holds, then the live
-        ones. The caller sends a watch from before the window to the storage; one that reaches here
-        all the same (the window moved) ends with CompactedError, upstream's "too old" 410."""
+        ones. A watch from before the window ends with CompactedError, upstream's "too old" 410."""
         if after_revision < self.window.start:
-            raise CompactedError(after_revision + 1, self.window.start + 1)
+            # As the storage reports it: the revision asked for, and the oldest one still held.
+            raise CompactedError(after_revision, self.window.start + 1)
         # Subscribed before the window is read, with no await between: every change is in one or
         # both, and the revision check in `follow` drops the doubles.
         subscriber = self._broadcaster.subscribe(prefix)
