@@ -17,6 +17,9 @@ from apiserver import pki
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.server import ServerProcess
 
+# How long a new binding takes at most to reach every worker's index (it is far less).
+BINDING_SETTLES = 0.5
+
 
 class UserApi(Api):
     """An Api that presents a client certificate for `user` issued by the server's CA."""
@@ -47,6 +50,10 @@ def bind(
     body["subjects"] = subjects
     response = api.post(rb_path(namespace), body)
     assert response.status == 201, response.body
+    # Each worker's binding index follows the store's watch (on SQLite after its poll of the log),
+    # within tens of milliseconds; the next request may reach any worker. Authorization is
+    # eventually consistent as kube-apiserver's informers are, across its replicas too.
+    time.sleep(BINDING_SETTLES)
 
 
 def test_without_a_binding_every_request_is_403_worded_as_upstream(as_user: Callable[..., UserApi]) -> None:
