@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,6 @@ PATCH_TYPES = (JSON_PATCH_TYPE, MERGE_PATCH_TYPE, APPLY_PATCH_TYPE, STRATEGIC_PA
 MAX_DEPTH = 100
 # The name of an object's compact JSON among the encodings shared with it (registry.decoded).
 COMPACT_JSON = "json"
-_NO_ITEMS = b'"items":[]}'
 
 
 @dataclass(frozen=True)
@@ -255,20 +255,54 @@ def encode_json(value: Any, *, pretty: bool = False) -> bytes:
     return fastjson.dumps(value) + b"\n"
 
 
-def encode_json_list(body: dict[str, Any], item_encodings: list[dict[str, bytes]]) -> bytes:
-    """encode_json(body) of a list whose last member is `items`, each item encoded once: its
-    encoding is kept in its entry of `item_encodings` for the next response that lists it."""
-    items = body.get("items")
-    head = fastjson.dumps({**body, "items": []})
-    if not isinstance(items, list) or len(items) != len(item_encodings) or not head.endswith(_NO_ITEMS):
-        return encode_json(body)
-    parts: list[bytes] = []
-    for item, encodings in zip(items, item_encodings, strict=True):
-        encoded = encodings.get(COMPACT_JSON)
-        if encoded is None:
-            encoded = encodings[COMPACT_JSON] = fastjson.dumps(item)
-        parts.append(encoded)
-    return b"".join((head[: -len("]}")], b",".join(parts), b"]}\n"))
+# Streamed lists go out in pieces of about this size.
+LIST_CHUNK_BYTES = 256 * 1024
+Item = tuple[Any, dict[str, bytes]]  # an object and its encodings by encoder name
+
+
+def json_list_chunks(
+    head: dict[str, Any], items: Iterable[Item], chunk_bytes: int = LIST_CHUNK_BYTES, *, pretty: bool = False
+) -> Iterator[bytes]:
+    """encode_json of the list `head` with `items` as its last member, in pieces of about
+    `chunk_bytes`, each item encoded as it is reached. An item's compact JSON is taken from its
+    encodings, or kept there for the next response that lists it."""
+    empty = encode_json({**head, "items": []}, pretty=pretty)
+    if pretty:
+        # Each item as encode_json indents it, two levels deeper (its strings hold no newlines).
+        opening, separator = empty[: -len(b"[]\n}\n")] + b"[\n    ", b",\n    "
+        closing, encoded = b"\n  ]\n}\n", (_pretty_item(item) for item, _ in items)
+    else:
+        opening, separator = empty[: -len(b"]}\n")], b","
+        closing, encoded = b"]}\n", (_compact_item(item, encodings) for item, encodings in items)
+    first = next(encoded, None)
+    if first is None:
+        yield empty
+        return
+    parts, size = [opening, first], len(opening) + len(first)
+    for item in encoded:
+        parts += (separator, item)
+        size += len(item) + len(separator)
+        if size >= chunk_bytes:
+            yield b"".join(parts)
+            parts, size = [], 0
+    parts.append(closing)
+    yield b"".join(parts)
+
+
+def _compact_item(item: Any, encodings: dict[str, bytes]) -> bytes:
+    encoded = encodings.get(COMPACT_JSON)
+    if encoded is None:
+        encoded = encodings[COMPACT_JSON] = fastjson.dumps(item)
+    return encoded
+
+
+def _pretty_item(item: Any) -> bytes:
+    return json.dumps(item, indent=2, ensure_ascii=False).replace("\n", "\n    ").encode()
+
+
+def encode_json_list(head: dict[str, Any], items: Iterable[Item], *, pretty: bool = False) -> bytes:
+    """json_list_chunks in one piece."""
+    return b"".join(json_list_chunks(head, items, chunk_bytes=1 << 62, pretty=pretty))
 
 
 def encode_yaml(value: Any) -> bytes:

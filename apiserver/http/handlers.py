@@ -16,6 +16,7 @@ from apiserver.http.metrics import AGGREGATED_DISCOVERY_KEY, METRICS_KEY
 from apiserver.http.responses import (
     NO_CACHE,
     RESOURCE_KIND_KEY,
+    list_response,
     negotiate,
     negotiate_stream,
     object_response,
@@ -176,7 +177,7 @@ class ApiHandler:
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
         opts = query.list_options(request.query, route.store.kind)
-        return object_response(request, await route.store.list(route.namespace, opts), fmt=fmt)
+        return list_response(request, await route.store.list(route.namespace, opts), fmt)
 
     async def _watch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         accept = request.headers.get("Accept", "")
@@ -323,8 +324,9 @@ class ApiHandler:
     async def _delete_collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         delete_opts = await self._delete_options(request)
         list_opts = query.list_options(request.query, route.store.kind)
+        fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
-        return object_response(request, result)
+        return list_response(request, result, fmt)
 
 
 async def _authorize_unsafe_delete(request: web.Request, route: ResourceRoute) -> None:

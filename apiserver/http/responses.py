@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import unicodedata
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,8 @@ RESOURCE_KIND_KEY = web.RequestKey("resource_kind", ResourceKind)
 GZIP_THRESHOLD_BYTES = 128 * 1024
 # Upstream's gzip writers compress at level 1 (speed over size).
 GZIP_LEVEL = 1
+# Lists whose objects take more than this (stored) are streamed.
+STREAM_LIST_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,14 +107,14 @@ def negotiate_stream(accept: str) -> OutputFormat:
     return fmt
 
 
+def _pretty(request: web.Request, fmt: OutputFormat) -> bool:
+    return fmt.pretty or codec.is_pretty(request.query.get("pretty"), request.headers.get("User-Agent", ""))
+
+
 def encode(request: web.Request, body: Any, fmt: OutputFormat) -> bytes:
     if fmt.is_yaml:
-        # The YAML dumper represents plain dicts only.
-        return codec.encode_yaml(dict(body) if isinstance(body, ObjectList) else body)
-    pretty = fmt.pretty or codec.is_pretty(request.query.get("pretty"), request.headers.get("User-Agent", ""))
-    if not pretty and isinstance(body, ObjectList):
-        return codec.encode_json_list(body, body.item_encodings)
-    return codec.encode_json(body, pretty=pretty)
+        return codec.encode_yaml(body)
+    return codec.encode_json(body, pretty=_pretty(request, fmt))
 
 
 def accepts_gzip(request: web.Request) -> bool:
@@ -168,6 +172,47 @@ def object_response(
     response = _response(request, status, encode(request, body, fmt), fmt.media_type, {})
     add_warnings(response, warnings or [])
     return response
+
+
+def list_response(request: web.Request, listed: ObjectList, fmt: OutputFormat) -> web.StreamResponse:
+    """A list of stored objects as object_response answers it. As JSON it is encoded item by item
+    (compact JSON from each item's shared encoding): whole when small (or for HEAD), else streamed
+    as it is encoded."""
+    if fmt.target is not None or fmt.is_yaml:
+        return object_response(request, listed.body(), fmt=fmt)
+    pretty = _pretty(request, fmt)
+    items = ((shared.obj, shared.encodings) for shared in listed.shared())
+    if request.method == "HEAD" or listed.size_hint() < STREAM_LIST_BYTES:
+        body = codec.encode_json_list(listed.head, items, pretty=pretty)
+        return _response(request, 200, body, fmt.media_type, {})
+    # Far above the gzip threshold, so compressed whenever the client accepts it.
+    pieces = codec.json_list_chunks(listed.head, items, pretty=pretty)
+    return StreamedBody(pieces, fmt.media_type, gzipped=accepts_gzip(request))
+
+
+class StreamedBody(web.StreamResponse):
+    """A 200 whose body is written piece by piece when the response is finished (after every
+    middleware has seen it), gzip-compressed as it goes when `gzipped`: the pieces are made as
+    they are sent, so the whole body never sits in memory."""
+
+    def __init__(self, pieces: Iterator[bytes], content_type: str, *, gzipped: bool) -> None:
+        super().__init__(status=200, headers={"Cache-Control": NO_CACHE})
+        self.content_type = content_type
+        self._pieces: Iterator[bytes] | None = pieces
+        # wbits 31: the gzip format, as gzip.compress writes it.
+        self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31) if gzipped else None
+        if gzipped:
+            self.headers["Content-Encoding"] = "gzip"
+            self.headers.add("Vary", "Accept-Encoding")
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        pieces, self._pieces = self._pieces, None
+        if pieces is not None:
+            for piece in pieces:
+                await self.write(self._gzip.compress(piece) if self._gzip else piece)
+            if self._gzip is not None:
+                await self.write(self._gzip.flush())
+        await super().write_eof(data)
 
 
 def status_response(request: web.Request, exc: errors.StatusError) -> web.Response:

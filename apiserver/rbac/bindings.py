@@ -27,6 +27,7 @@ from apiserver.machinery.errors import StatusError
 from apiserver.machinery.options import ListOptions
 from apiserver.machinery.types import JSON
 from apiserver.rbac.authorizer import Binding, BindingProblem, ProblemReporter
+from apiserver.registry.decoded import ObjectList
 from apiserver.registry.store import WatchEventOut
 from apiserver.resources.event import GROUP as EVENTS_GROUP
 from apiserver.resources.event import NOTE_LENGTH_LIMIT, REPORTING_INSTANCE_LENGTH_LIMIT
@@ -44,7 +45,7 @@ METRIC_NAME = "coreio_rbac_binding_errors_total"
 class RoleBindingStore(Protocol):
     """What the index reads: `apiserver.registry.store.ResourceStore` of rolebindings."""
 
-    async def list(self, namespace: str | None, opts: ListOptions) -> JSON: ...
+    async def list(self, namespace: str | None, opts: ListOptions) -> ObjectList: ...
 
     async def watch(self, namespace: str | None, opts: ListOptions) -> AsyncIterator[WatchEventOut]: ...
 
@@ -169,7 +170,8 @@ class BindingIndex:
             try:
                 if relist:
                     listed = await store.list(None, ListOptions())
-                    self.replace(listed.get("items") or [], str(listed["metadata"]["resourceVersion"]))
+                    items = [shared.obj for shared in listed.shared()]
+                    self.replace(items, str(listed.head["metadata"]["resourceVersion"]))
                     relist = False
                     backoff = self.min_backoff
                 ended = await self._watch(store)

@@ -5,7 +5,7 @@ Shared objects are read, never changed."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
 from apiserver.machinery.types import JSON
 from apiserver.registry.stored import StoredObjects
@@ -39,6 +39,10 @@ class DecodedObjects:
     def __len__(self) -> int:
         return len(self._decoded)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
     def get(self, kv: KeyValue) -> SharedObject:
         """`kv` decoded and typed; CorruptObjectError when it does not decode. The value is
         compared as well: what is shared is exactly what was stored."""
@@ -47,16 +51,43 @@ class DecodedObjects:
         found = self._decoded.pop(at, None)
         if found is None or not (found.value is kv.value or found.value == kv.value):
             found = SharedObject(self.objects.typed(self.objects.from_kv(kv)), kv.value)
+            kv.mark_decodes()
         self._decoded[at] = found
         if len(self._decoded) > self._capacity:
             del self._decoded[next(iter(self._decoded))]
         return found
 
+    def check(self, kv: KeyValue) -> None:
+        """CorruptObjectError unless `kv` decodes, without keeping it decoded: for reads of more
+        objects than are kept, which would only push out the ones kept."""
+        if not kv.decodes:
+            self.objects.from_kv(kv)
+            kv.mark_decodes()
 
-class ObjectList(dict[str, Any]):
-    """A list object whose items are shared objects: `item_encodings` are their encodings, in the
-    order of `items`, so that a response may reuse them."""
 
-    def __init__(self, body: JSON, item_encodings: list[dict[str, bytes]]) -> None:
-        super().__init__(body)
-        self.item_encodings = item_encodings
+class ObjectList:
+    """A list object whose items are read only when it is written: `head` is the list without its
+    items, `entries` the stored objects listed, each decoded (and encoded) as it is written, so
+    that a list of many objects never holds them all decoded at once."""
+
+    def __init__(self, head: JSON, entries: list[KeyValue], decoded: DecodedObjects) -> None:
+        self.head = head
+        self.entries = entries
+        self._decoded = decoded
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def shared(self) -> Iterator[SharedObject]:
+        """The items, in order, decoded and typed; each one's encodings are kept with it."""
+        for kv in self.entries:
+            yield self._decoded.get(kv)
+
+    def size_hint(self) -> int:
+        """About how many bytes the items take encoded (their stored size)."""
+        return sum(len(kv.value) for kv in self.entries)
+
+    def body(self) -> JSON:
+        """The whole list object, every item decoded (shared objects: read them, never change
+        them)."""
+        return {**self.head, "items": [shared.obj for shared in self.shared()]}

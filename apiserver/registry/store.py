@@ -33,6 +33,7 @@ from apiserver.machinery.options import (
 from apiserver.machinery.types import JSON
 from apiserver.patch import Patcher
 from apiserver.registry import decode, strategy
+from apiserver.registry.decoded import ObjectList
 from apiserver.registry.deletion import DeleteResult, ObjectDeletion, delete_corrupt
 from apiserver.registry.shared_events import WatchEventOut
 from apiserver.registry.storage_errors import interpreted
@@ -97,7 +98,7 @@ class ResourceStore:
                 raise errors.not_found_error(self.gr, name)
             return self.objects.from_kv(kv)
 
-    async def list(self, namespace: str | None, opts: ListOptions) -> JSON:
+    async def list(self, namespace: str | None, opts: ListOptions) -> ObjectList:
         """A list object (kind <Kind>List) honouring selectors, limit/continue and resourceVersion."""
         return await self.reads.list(namespace, opts)
 
@@ -259,7 +260,7 @@ class ResourceStore:
 
     async def delete_collection(
         self, namespace: str | None, list_opts: ListOptions, delete_opts: DeleteOptions
-    ) -> JSON:
+    ) -> ObjectList:
         """Deletes every object the list options select; answers the list of what was deleted."""
         delete_opts.validate()
         if delete_opts.ignore_store_read_error:
@@ -270,8 +271,8 @@ class ResourceStore:
             )
             raise errors.invalid_error("meta.k8s.io", "DeleteOptions", "", [refusal])
         listed = await self.list(namespace, list_opts)
-        for item in listed["items"]:
-            meta = item["metadata"]
+        for shared in listed.shared():
+            meta = shared.obj["metadata"]
             try:
                 await self.delete(str(meta["namespace"]), str(meta["name"]), delete_opts)
             except StatusError as exc:

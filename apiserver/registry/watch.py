@@ -17,11 +17,16 @@ from apiserver.registry.shared_events import RecentChanges, WatchEventOut
 from apiserver.registry.storage_errors import MAX_CORRUPT_IN_LIST, interpreted, status_error, store_read_error
 from apiserver.registry.stored import CorruptObjectError, StoredObjects
 from apiserver.resources.base import ResourceKind
-from apiserver.storage.interface import EventType, FutureRevisionError, ListResult, StorageError, WatchEvent
+from apiserver.storage.interface import (
+    EventType,
+    FutureRevisionError,
+    KeyValue,
+    ListResult,
+    StorageError,
+    WatchEvent,
+)
 
 INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
-# Spelled out here: inside ListWatch, `list` names the method.
-Objects = list[JSON]
 Events = list[WatchEventOut]
 _MAX_UINT64 = 2**64 - 1
 
@@ -86,9 +91,8 @@ class _Listed:
     """A list being read: the items so far, the revision read at, where the next page starts."""
 
     revision: int
-    items: Objects = field(default_factory=list)
-    # The encodings of each item, shared with every read of the same object at the same revision.
-    encodings: list[dict[str, bytes]] = field(default_factory=list)
+    # The stored objects selected, decoded when they are written (each was checked to decode).
+    items: list[KeyValue] = field(default_factory=list)
     next_start: str | None = None
     remaining: int = 0
     # Objects met that do not decode (at most MAX_CORRUPT_IN_LIST; `truncated` if there were more),
@@ -123,7 +127,7 @@ class ListWatch:
 
     # ----------------------------------------------------------------- list
 
-    async def list(self, namespace: str | None, opts: ListOptions) -> JSON:
+    async def list(self, namespace: str | None, opts: ListOptions) -> ObjectList:
         """A list object (kind <Kind>List) honouring selectors, limit/continue and resourceVersion."""
         prefix = self.objects.prefix(namespace)
         revision, start = _list_position(prefix, opts)
@@ -140,13 +144,8 @@ class ListWatch:
             list_meta["continue"] = continue_token.encode(listed.next_start, prefix, listed.revision)
             if not opts.has_selectors:
                 list_meta["remainingItemCount"] = listed.remaining
-        body = {
-            "kind": self.kind.list_kind,
-            "apiVersion": self.kind.api_version,
-            "metadata": list_meta,
-            "items": listed.items,
-        }
-        return ObjectList(body, listed.encodings)
+        head = {"kind": self.kind.list_kind, "apiVersion": self.kind.api_version, "metadata": list_meta}
+        return ObjectList(head, listed.items, self.decoded)
 
     async def _read(self, prefix: str, opts: ListOptions, revision: int, start: str | None) -> _Listed:
         """Pages of the range from `start` at `revision` (0: now) until `limit` items matched or the
@@ -174,18 +173,20 @@ class ListWatch:
             cursor = page.items[-1].key + "\x00"
 
     def _take(self, page: ListResult, opts: ListOptions, limit: int, listed: _Listed) -> bool:
-        """Adds the page's selected items; True once `limit` of them are listed."""
+        """Adds the page's selected items; True once `limit` of them are listed. Each is checked
+        to decode (a list with an undecodable object fails); one read only to be checked is not
+        kept decoded when the page holds more objects than are kept."""
+        keep = opts.has_selectors or len(page.items) <= self.decoded.capacity
         for index, kv in enumerate(page.items):
             try:
-                shared = self.decoded.get(kv)
+                obj = self._checked(kv, keep)
             except CorruptObjectError as exc:
                 if listed.add_corrupt(exc):
                     return True
                 continue
-            if not matches(self.kind, shared.obj, opts):
+            if obj is not None and not matches(self.kind, obj, opts):
                 continue
-            listed.items.append(shared.obj)
-            listed.encodings.append(shared.encodings)
+            listed.items.append(kv)
             if limit and len(listed.items) >= limit:
                 rest = page.items[index + 1 :]
                 if rest or page.more:
@@ -193,6 +194,13 @@ class ListWatch:
                     listed.remaining = len(rest) + page.remaining
                 return True
         return False
+
+    def _checked(self, kv: KeyValue, keep: bool) -> JSON | None:
+        """`kv` decoded when `keep`, else only checked to decode (None)."""
+        if keep:
+            return self.decoded.get(kv).obj
+        self.decoded.check(kv)
+        return None
 
     # ----------------------------------------------------------------- watch
 
@@ -222,8 +230,8 @@ class ListWatch:
         snapshot = await self._read(prefix, selectors, 0, None)
         end = bool(opts.send_initial_events)
         # Each ADDED shares its encodings with every watch that starts from the same object.
-        shared = zip(snapshot.items, snapshot.encodings, strict=True)
-        added = [WatchEventOut("ADDED", item, encodings) for item, encodings in shared]
+        snapshot_objects = map(self.decoded.get, snapshot.items)
+        added = [WatchEventOut("ADDED", shared.obj, shared.encodings) for shared in snapshot_objects]
         if snapshot.corrupt:
             # As upstream's etcd3 watch: the objects before the first undecodable one, then an
             # ERROR event that ends the stream.

@@ -9,7 +9,7 @@ id of an append-only log row). Every write takes exactly one new revision.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
@@ -88,12 +88,19 @@ class WatchOverflowError(StorageError):
     start a new watch (from its last seen revision, or relist)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeyValue:
     key: str
     value: bytes
     mod_revision: int
     create_revision: int
+    # Whether a reader found `value` decodable. A watch cache hands the same pair to every read,
+    # and the value never changes, so later reads of it skip that check.
+    decodes: bool = field(default=False, compare=False, repr=False)
+
+    def mark_decodes(self) -> None:
+        # The one field that may change: a verdict on the value, not part of it.
+        object.__setattr__(self, "decodes", True)
 
 
 @dataclass(frozen=True)

@@ -354,7 +354,7 @@ async def test_assembled_authorization_runs(stores: Any) -> None:
         assert caught.value.code == 403
 
         async def recorded() -> list[JSON]:
-            items: list[JSON] = (await events.list("ns", ListOptions()))["items"]
+            items: list[JSON] = (await events.list("ns", ListOptions())).body()["items"]
             return items
 
         assert [e["reason"] for e in await eventually(recorded)] == ["UnresolvableRoleRef"]

@@ -632,7 +632,7 @@ async def test_index_follows_the_registry_and_events_are_recorded(stores: Any) -
         assert not rbac.evaluate(user("bob"), res("get", "pods", "team")).allowed
 
         async def listed() -> list[JSON]:
-            items: list[JSON] = (await events.list("team", ListOptions()))["items"]
+            items: list[JSON] = (await events.list("team", ListOptions())).body()["items"]
             return items
 
         found = await eventually(listed)

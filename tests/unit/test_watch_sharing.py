@@ -166,7 +166,7 @@ async def test_watchers_of_one_change_get_one_event(store: ResourceStore) -> Non
     assert encoded(first) == watch_line("ADDED", first.object)
     # A list of the object at that revision shares it too.
     listed = await store.list("team-a", ListOptions(resource_version="0"))
-    assert listed["items"][0] is first.object
+    assert next(listed.shared()).obj is first.object
 
 
 async def test_lists_share_decoded_objects_and_their_encodings(store: ResourceStore) -> None:
@@ -175,12 +175,27 @@ async def test_lists_share_decoded_objects_and_their_encodings(store: ResourceSt
     await store.create("team-b", event_body("c", "team-b"), WriteOptions())
     first = await store.list("team-a", ListOptions(resource_version="0"))
     second = await store.list(None, ListOptions(resource_version="0"))
-    assert isinstance(first, ObjectList) and isinstance(second, ObjectList)
-    assert [item["metadata"]["name"] for item in second["items"]] == ["a", "b", "c"]
-    assert first["items"][0] is second["items"][0]
-    assert codec.encode_json_list(first, first.item_encodings) == codec.encode_json(dict(first))
-    assert first.item_encodings[0] is second.item_encodings[0]
-    assert codec.encode_json_list(second, second.item_encodings) == codec.encode_json(dict(second))
+    assert [item["metadata"]["name"] for item in second.body()["items"]] == ["a", "b", "c"]
+    assert first.body()["items"][0] is second.body()["items"][0]
+    for listed in (first, second):
+        items = [(shared.obj, shared.encodings) for shared in listed.shared()]
+        assert codec.encode_json_list(listed.head, items) == codec.encode_json(listed.body())
+    assert next(first.shared()).encodings is next(second.shared()).encodings
+
+
+async def test_a_long_list_keeps_few_objects_decoded(store: ResourceStore) -> None:
+    """A list of more objects than are kept decoded checks each one, keeps none of them, and
+    decodes each one again only as it is written."""
+    store.reads.decoded = DecodedObjects(store.objects, capacity=3)
+    for index in range(10):
+        await store.create("team-a", event_body(f"e{index}"), WriteOptions())
+    listed = await store.list(None, ListOptions(resource_version="0"))
+    assert len(listed) == 10
+    assert all(kv.decodes for kv in listed.entries)
+    assert len(store.reads.decoded) <= 3
+    names = [shared.obj["metadata"]["name"] for shared in listed.shared()]
+    assert names == [f"e{index}" for index in range(10)]
+    assert len(store.reads.decoded) == 3
 
 
 # ----------------------------------------------------------------------------- list encoding
@@ -212,36 +227,45 @@ def test_an_object_is_decoded_once_per_revision() -> None:
     "items",
     [[], [event_body("web")], [event_body("a"), {"x": [1, 2.5, None, True, {"y": "\ud7ff\u00e9"}]}]],
 )
-def test_a_list_encoded_from_its_items_encodings_is_the_same_bytes(items: list[JSON]) -> None:
-    body: JSON = {
+@pytest.mark.parametrize("chunk_bytes", [1, 100, 1 << 20])
+@pytest.mark.parametrize("pretty", [False, True])
+def test_a_list_encoded_item_by_item_is_the_same_bytes(
+    items: list[JSON], chunk_bytes: int, pretty: bool
+) -> None:
+    head: JSON = {
         "kind": "EventList",
         "apiVersion": "events.core.io/v1",
         "metadata": {"resourceVersion": "12", "continue": "é"},
-        "items": items,
     }
     encodings: list[dict[str, bytes]] = [{} for _ in items]
-    expected = codec.encode_json(body)
-    assert codec.encode_json_list(body, encodings) == expected
+    expected = codec.encode_json({**head, "items": items}, pretty=pretty)
+    paired = zip(items, encodings, strict=True)
+    pieces = list(codec.json_list_chunks(head, paired, chunk_bytes, pretty=pretty))
+    assert b"".join(pieces) == expected
+    assert len(pieces) >= (len(items) if chunk_bytes == 1 else 1)
+    if pretty:
+        return
     assert all(codec.COMPACT_JSON in each for each in encodings)
     # Made once: the next list reuses them.
-    assert codec.encode_json_list(body, encodings) == expected
+    assert codec.encode_json_list(head, zip(items, encodings, strict=True)) == expected
 
 
-def test_a_list_that_does_not_end_with_its_items_is_encoded_whole() -> None:
-    body: JSON = {"kind": "EventList", "items": [{"a": 1}], "metadata": {}}
-    stale: list[dict[str, bytes]] = [{codec.COMPACT_JSON: b'{"a":2}'}]
-    assert codec.encode_json_list(body, stale) == codec.encode_json(body)
-    assert codec.encode_json_list({"items": [{"a": 1}]}, []) == codec.encode_json({"items": [{"a": 1}]})
+def listed_objects(count: int) -> ObjectList:
+    decoded = DecodedObjects(OBJECTS)
+    entries = [kv(f"e{index:04d}", index + 1, event_body(f"e{index:04d}")) for index in range(count)]
+    head: JSON = {"kind": "EventList", "apiVersion": "events.core.io/v1", "metadata": {}}
+    return ObjectList(head, entries, decoded)
 
 
 def test_a_shared_list_is_encoded_in_every_format_as_a_plain_one() -> None:
-    body = ObjectList({"kind": "EventList", "metadata": {}, "items": [event_body("web")]}, [{}])
-    plain = dict(body)
+    listed = listed_objects(2)
+    plain = listed.body()
     request = make_mocked_request("GET", "/apis")
     pretty = responses.OutputFormat(codec.JSON_TYPE, pretty=True)
-    assert responses.encode(request, body, responses.JSON_OUTPUT) == codec.encode_json(plain)
-    assert responses.encode(request, body, pretty) == codec.encode_json(plain, pretty=True)
-    assert responses.encode(request, body, responses.YAML_OUTPUT) == codec.encode_yaml(plain)
+    for fmt in (responses.JSON_OUTPUT, pretty, responses.YAML_OUTPUT):
+        response = responses.list_response(request, listed, fmt)
+        assert isinstance(response, web.Response)
+        assert response.body == responses.encode(request, plain, fmt)
 
 
 # ----------------------------------------------------------------------------- stalled clients
