@@ -6,8 +6,11 @@ the backend.
   the backend's current revision (a consistent read from cache, as upstream's since 1.31); a list
   at a given revision (a continued paginated list) reads the backend, unless the cache is still at
   exactly that revision.
-- A get reads the backend, as upstream's GET without a resourceVersion does: on etcd a consistent
-  read from the cache would cost the same round trip (the current revision) before its lookup.
+- A get is answered from the cache when the cache has already reached the backend's current
+  revision, read after the get began: as linearizable as the backend's own read. That revision
+  read is shared by every get (and consistent list) that asks while the previous one is under way,
+  so many concurrent gets cost one backend round trip, not one each. When the cache lags (a write
+  it has not yet seen), the backend answers, as upstream's GET without a resourceVersion reads etcd.
 - A watch is served from the cache's window of recent changes: many watches, one backend watch. A
   watch from before the window ends at once with CompactedError, upstream's 410 "too old resource
   version": the client lists again (from the cache) and watches from there. Serving it from the
@@ -23,6 +26,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from apiserver.storage.cacher.resource import ResourceCache
+from apiserver.storage.cacher.revisions import SharedRevisionReads
 from apiserver.storage.interface import Compacting, KeyValue, ListResult, Storage, WatchEvent
 
 WINDOW_SIZE = 10_000
@@ -43,12 +47,14 @@ class CachedStorage:
     ) -> None:
         self.backend = backend
         self.progress_interval = progress_interval
+        self._revisions = SharedRevisionReads(backend)
         self.caches = [
             ResourceCache(
                 backend,
                 root,
                 window_size=window_size,
                 watch_buffer=watch_buffer,
+                current_revision=self._revisions.current,
             )
             for root in roots
         ]
@@ -78,6 +84,7 @@ class CachedStorage:
     async def close(self) -> None:
         for cache in self.caches:
             await cache.close()
+        await self._revisions.close()
         await self.backend.close()
 
     @property
@@ -93,8 +100,11 @@ class CachedStorage:
     # -- reads -------------------------------------------------------------------------------------
 
     async def get(self, key: str) -> KeyValue | None:
-        # As upstream's GET without a resourceVersion, and every read of a read-modify-write: the
-        # backend, whose one read costs what the cache's freshness check would.
+        cache = self._cache(key)
+        if cache is not None and cache.ready:
+            target = await self._revisions.current()
+            if cache.ready and cache.revision >= target:
+                return cache.state.get(key)
         return await self.backend.get(key)
 
     async def list(

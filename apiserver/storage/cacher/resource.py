@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.cacher.state import SortedState, Window
@@ -39,8 +39,18 @@ LIST_PAGE = 10_000
 class ResourceCache:
     """The objects under `root`, at `revision`, and their latest `window_size` changes."""
 
-    def __init__(self, storage: Storage, root: str, *, window_size: int, watch_buffer: int) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        root: str,
+        *,
+        window_size: int,
+        watch_buffer: int,
+        current_revision: Callable[[], Awaitable[int]] | None = None,
+    ) -> None:
         self.storage = storage
+        # How a consistent read learns the storage's current revision (shared reads, say).
+        self._current_revision = current_revision or storage.current_revision
         self.root = root
         self.state = SortedState()
         self.window = Window(window_size)
@@ -75,7 +85,7 @@ class ResourceCache:
         is not ready or did not catch up within FRESHNESS_TIMEOUT."""
         if not self.ready:
             return False
-        target = await self.storage.current_revision()
+        target = await self._current_revision()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(FRESHNESS_TIMEOUT):
                 while self.ready and self.revision < target:

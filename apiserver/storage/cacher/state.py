@@ -29,6 +29,9 @@ class SortedState:
     def __len__(self) -> int:
         return len(self._keys)
 
+    def get(self, key: str) -> KeyValue | None:
+        return self._values.get(key)
+
     def put(self, kv: KeyValue) -> None:
         if kv.key not in self._values:
             bisect.insort(self._keys, kv.key)

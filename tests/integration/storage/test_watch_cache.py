@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -94,5 +95,36 @@ async def test_a_watch_from_before_the_window_is_too_old(backend: Storage) -> No
                 kv.mod_revision for kv in written[-2:]
             ]
             assert backend.active_watches == 1  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+
+
+async def test_concurrent_gets_share_one_revision_read_and_are_answered_from_the_cache(
+    backend: Storage,
+) -> None:
+    store = await open_cached(backend)
+    try:
+        created = await store.create(f"{ROOT}ns/a", b"1")
+        assert (await store.list(ROOT)).revision >= created.mod_revision  # the cache has it
+        calls = {"current_revision": 0, "get": 0}
+        for name in calls:
+            method = getattr(backend, name)
+
+            async def counted(*args: object, _method: Any = method, _name: str = name) -> Any:
+                calls[_name] += 1
+                return await _method(*args)
+
+            setattr(backend, name, counted)
+        got = await asyncio.gather(*(store.get(f"{ROOT}ns/a") for _ in range(50)))
+        assert {(kv.key, kv.value, kv.mod_revision) for kv in got if kv} == {
+            (created.key, b"1", created.mod_revision)
+        }
+        assert calls == {"current_revision": 1, "get": 0}
+        # Read after a write it returned, a get sees it: from the cache once it has caught up, else
+        # from the backend.
+        updated = await store.update(f"{ROOT}ns/a", b"2", expected_revision=created.mod_revision)
+        again = await store.get(f"{ROOT}ns/a")
+        assert again is not None and (again.value, again.mod_revision) == (b"2", updated.mod_revision)
+        assert await store.get(f"{ROOT}ns/missing") is None
     finally:
         await store.close()
