@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import dataclasses
+import gc
 import logging
 import math
 import os
@@ -116,6 +117,9 @@ class Workers:
         # Before forking: a signal from now on is relayed, never lost to Python's default handler.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, workers.relay)
+        # What the supervisor made stays out of the workers' garbage collections, which would
+        # otherwise write to (and so copy) every page holding it (Python's advice for forking).
+        gc.freeze()
         for index in range(where.count):
             pid = os.fork()
             if pid == 0:
