@@ -1,21 +1,24 @@
 """`coreio-apiserver`: flags -> Settings, handed to the run loop (`apiserver.server`).
 
 The flags are a table: each names the Settings field it sets (by default its own name, dashes as
-underscores), how its value is read, and its help. A flag not given leaves the field's default.
+underscores), how its value is read, and its help; --help adds the field's default. A flag not
+given leaves the field's default. Where kube-apiserver has a flag of the same meaning, this one
+takes its name (a former name stays as an alias).
 The served kinds add their own (an expiring kind's TTL, as `--event-ttl`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from apiserver import logs, server, supervisor
+from apiserver import __version__, logs, server, supervisor
 from apiserver.config import NAMESPACE_LIFECYCLE, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
@@ -63,12 +66,35 @@ def _whole_seconds(value: str) -> int:
     return int(_duration(value))
 
 
+def _seconds(value: str) -> float:
+    """A time kube-apiserver takes as a number of seconds (`--min-request-timeout`): read as for
+    `_duration`, and its default shown as a number."""
+    return _duration(value)
+
+
+# The parsers whose defaults --help shows as Go durations (`1h0m0s`), as kube-apiserver does.
+_GO_DURATIONS: frozenset[Callable[[str], Any]] = frozenset({_duration, _whole_seconds})
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() of `seconds` (`1h0m0s`, `1m30s`, `10s`, `500ms`, `0s`)."""
+    if 0 < seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{secs:g}s"
+    if hours or minutes:
+        text = f"{minutes:.0f}m{text}"
+    return f"{hours:.0f}h{text}" if hours else text
+
+
 @dataclass(frozen=True)
 class Flag:
-    """One command-line flag: its name, help and value parser, and the Settings field it sets."""
+    """One command-line flag: its name (and older ones still read), help and value parser, and the
+    Settings field it sets, whose default --help shows."""
 
     name: str
-    help: str = ""
+    help: str
     parse: Callable[[str], Any] = str
     # The Settings field; empty: the flag's name, its dashes made underscores.
     setting: str = ""
@@ -76,6 +102,10 @@ class Flag:
     # A rule the value must keep, and the error line when it does not.
     check: Callable[[Any], bool] | None = None
     check_error: str = ""
+    # Other names of the flag (this server's own, from before it took kube-apiserver's name).
+    aliases: tuple[str, ...] = ()
+    # The default --help shows when the flag sets no Settings field of its own (a kind's TTL).
+    default: Any = None
 
     @property
     def metavar(self) -> str:
@@ -85,14 +115,46 @@ class Flag:
     def dest(self) -> str:
         return self.setting or self.metavar.lower()
 
+    def shown_default(self, settings: Settings) -> str:
+        """The default as --help shows it: lists comma-joined, times as Go durations (or seconds,
+        as kube-apiserver shows them), booleans as Go's; empty when there is none."""
+        value = self.default if self.default is not None else getattr(settings, self.dest)
+        if value is None or value == "" or value == []:
+            return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        if self.parse in _GO_DURATIONS:
+            return go_duration(value)
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
+    def help_line(self, settings: Settings) -> str:
+        """The help with the default (argparse %-formats it: a `%` is doubled)."""
+        shown = self.shown_default(settings)
+        text = f"{self.help} (default: {shown})" if shown else self.help
+        return text.replace("%", "%%")
+
+
+_TLS_CERT_HELP = (
+    "file containing the x509 certificate for HTTPS (CA cert, if any, concatenated after the server"
+    " cert); if not given, the server stands alone and creates its own in --data-dir"
+)
 _REQUESTHEADER_CA_HELP = (
     "CA of the front proxy (the aggregator): only a client certificate it issued may assert a user in"
     " the --requestheader-*-headers"
 )
+_ALLOWED_NAMES_HELP = (
+    "list of client certificate common names allowed to assert a user in the --requestheader-*-headers;"
+    " if empty, any certificate issued by --requestheader-client-ca-file is allowed"
+)
 _REFRESH_HELP = (
-    "seconds between re-reads of kube-system/extension-apiserver-authentication (CAs, front-proxy"
-    " header and allowed names), when they come from the cluster"
+    "how often (seconds, or a Go duration) kube-system/extension-apiserver-authentication is re-read"
+    " (CAs, front-proxy header and allowed names), when they come from the cluster"
+)
+_MIN_REQUEST_TIMEOUT_HELP = (
+    "the minimum number of seconds a handler must keep a request open before timing it out: watches"
+    " without timeoutSeconds end after a random time between it and twice it"
 )
 _REQUEST_TIMEOUT_HELP = (
     "seconds (or a Go duration, 1m0s) before a request other than a watch is answered 504; idle or"
@@ -100,39 +162,57 @@ _REQUEST_TIMEOUT_HELP = (
 )
 _SHUTDOWN_DELAY_HELP = (
     "at SIGTERM, how long (seconds or a Go duration) the server keeps serving with /readyz failing,"
-    " so that load balancers stop sending it requests, before it stops listening (default 0)"
+    " so that load balancers stop sending it requests, before it stops listening"
 )
 _WATCH_GRACE_HELP = (
     "then, over how long (at most) the open watches are ended, so that their clients do not all come"
-    " back at once (default 0: all at once); requests in flight get --request-timeout to finish"
+    " back at once (0: all at once); requests in flight get --request-timeout to finish"
 )
 
 FLAGS = (
-    Flag("--data-dir", "where SQLite data and credentials live", Path),
-    Flag("--bind-address", "address to serve HTTPS on"),
-    Flag("--secure-port", "port to serve HTTPS on", int),
     Flag(
-        "--etcd-servers", "comma-separated etcd endpoints; storage switches from SQLite to etcd", _comma_list
+        "--data-dir",
+        "directory of the SQLite data and of the credentials the server creates or keeps",
+        Path,
     ),
-    Flag("--etcd-prefix", "key prefix in etcd (default: none, keys start /registry)"),
-    Flag("--etcd-cafile"),
-    Flag("--etcd-certfile"),
-    Flag("--etcd-keyfile"),
-    Flag("--tls-cert-file", "serving certificate (default: created in the data dir)"),
-    Flag("--tls-private-key-file"),
-    Flag("--client-ca-file", "CA that client certificates must chain to"),
-    Flag("--token-auth-file", "static bearer tokens, kube-apiserver's CSV format"),
-    Flag("--requestheader-client-ca-file", _REQUESTHEADER_CA_HELP),
+    Flag("--bind-address", "the IP address on which to listen for the --secure-port port"),
+    Flag("--secure-port", "the port on which to serve HTTPS with authentication and authorization", int),
     Flag(
-        "--requestheader-allowed-names",
-        "comma-separated CNs of front-proxy client certificates allowed (default: any of that CA)",
+        "--etcd-servers",
+        "list of etcd servers to connect with (scheme://ip:port), comma separated; if none, the data is"
+        " kept in SQLite in --data-dir",
         _comma_list,
     ),
-    Flag("--requestheader-username-headers", parse=_comma_list),
-    Flag("--requestheader-uid-headers", "e.g. X-Remote-Uid (default: UIDs not read)", _comma_list),
-    Flag("--requestheader-group-headers", parse=_comma_list),
-    Flag("--requestheader-extra-headers-prefix", parse=_comma_list),
-    Flag("--kubeconfig", "kubeconfig of the cluster to delegate to (both authentication and authorization)"),
+    Flag("--etcd-prefix", "the prefix to prepend to every etcd key (keys start /registry after it)"),
+    Flag("--etcd-cafile", "SSL Certificate Authority file used to secure etcd communication"),
+    Flag("--etcd-certfile", "SSL certification file used to secure etcd communication"),
+    Flag("--etcd-keyfile", "SSL key file used to secure etcd communication"),
+    Flag("--tls-cert-file", _TLS_CERT_HELP),
+    Flag("--tls-private-key-file", "file containing the x509 private key matching --tls-cert-file"),
+    Flag(
+        "--client-ca-file",
+        "client certificates issued by a CA in this file authenticate as their CommonName",
+    ),
+    Flag("--token-auth-file", "file of static bearer tokens, in kube-apiserver's CSV format"),
+    Flag("--requestheader-client-ca-file", _REQUESTHEADER_CA_HELP),
+    Flag("--requestheader-allowed-names", _ALLOWED_NAMES_HELP, _comma_list),
+    Flag("--requestheader-username-headers", "list of request headers to inspect for usernames", _comma_list),
+    Flag(
+        "--requestheader-uid-headers",
+        "list of request headers to inspect for UIDs, X-Remote-Uid is suggested; if empty, none is read",
+        _comma_list,
+    ),
+    Flag("--requestheader-group-headers", "list of request headers to inspect for groups", _comma_list),
+    Flag(
+        "--requestheader-extra-headers-prefix",
+        "list of request header prefixes to inspect for the user's extra attributes",
+        _comma_list,
+    ),
+    Flag(
+        "--kubeconfig",
+        "kubeconfig of the cluster to delegate to, for authentication and authorization both (where"
+        " --authentication-kubeconfig or --authorization-kubeconfig is not given)",
+    ),
     Flag(
         "--authentication-kubeconfig",
         "kubeconfig for TokenReviews and kube-system/extension-apiserver-authentication"
@@ -141,15 +221,23 @@ FLAGS = (
     Flag("--authorization-kubeconfig", "kubeconfig for SubjectAccessReviews"),
     Flag(
         "--authorization-mode",
-        "RBAC over the stored RoleBindings (default), or allow every authenticated request",
+        "RBAC over the stored RoleBindings, or allow every authenticated request",
         choices=("RBAC", "AlwaysAllow"),
     ),
     Flag(
         "--authorization-roles-file",
         "standalone: Roles and ClusterRoles (YAML or JSON) besides the default ClusterRoles",
     ),
-    Flag("--authorize-endpoint-users", "comma-separated users who may call /authorize", _comma_list),
-    Flag("--authorize-endpoint-groups", "comma-separated groups who may call /authorize", _comma_list),
+    Flag(
+        "--authorize-endpoint-users",
+        "comma-separated users who may call /authorize, besides system:masters",
+        _comma_list,
+    ),
+    Flag(
+        "--authorize-endpoint-groups",
+        "comma-separated groups who may call /authorize, besides system:masters",
+        _comma_list,
+    ),
     Flag(
         "--disable-admission-plugins",
         "admission plugins that should be disabled (in a cluster: NamespaceLifecycle)",
@@ -157,21 +245,35 @@ FLAGS = (
         check=lambda names: set(names) <= {NAMESPACE_LIFECYCLE},
         check_error=f"--disable-admission-plugins: only {NAMESPACE_LIFECYCLE} can be disabled",
     ),
-    Flag("--authentication-token-webhook-cache-ttl", parse=float, setting="authentication_cache_ttl"),
+    Flag(
+        "--authentication-token-webhook-cache-ttl",
+        "the duration to cache responses from the TokenReview (webhook token) authenticator",
+        _duration,
+        setting="authentication_cache_ttl",
+    ),
     Flag(
         "--extension-authentication-refresh-interval",
         _REFRESH_HELP,
-        float,
+        _duration,
         check=lambda seconds: seconds > 0,
         check_error="--extension-authentication-refresh-interval must be positive",
     ),
-    Flag("--authorization-webhook-cache-ttl", parse=float, setting="authorization_cache_ttl"),
+    Flag(
+        "--authorization-webhook-cache-ttl",
+        "the duration to cache both 'authorized' and 'unauthorized' SubjectAccessReview responses",
+        _duration,
+        setting="authorization_cache_ttl",
+    ),
     Flag(
         "--audit-log-path",
         "write one audit.k8s.io/v1 Event (level Metadata) per request as a JSON line; - for stdout",
     ),
-    Flag("--min-request-timeout", parse=float),
-    Flag("--watch-bookmark-interval", parse=float),
+    Flag("--min-request-timeout", _MIN_REQUEST_TIMEOUT_HELP, _seconds),
+    Flag(
+        "--watch-bookmark-interval",
+        "the interval of the storage's progress notices, which watch bookmarks ride on (capped at 5s)",
+        _duration,
+    ),
     Flag(
         "--max-requests-inflight",
         "most read-only requests served at once, watches aside (0: no limit); more get 429",
@@ -183,7 +285,13 @@ FLAGS = (
         int,
     ),
     Flag("--request-timeout", _REQUEST_TIMEOUT_HELP, _duration),
-    Flag("--compaction-interval", "seconds between compactions (0: never)", float),
+    Flag(
+        "--etcd-compaction-interval",
+        "the interval of compactions of the stored history, in etcd or SQLite (0: never)",
+        _duration,
+        setting="compaction_interval",
+        aliases=("--compaction-interval",),
+    ),
     Flag("--watch-cache", "serve lists and watches from a cache of each resource in memory", _bool),
     Flag(
         "--default-watch-cache-size",
@@ -199,7 +307,13 @@ FLAGS = (
         check=lambda count: count >= 0,
         check_error="--workers must not be negative",
     ),
-    Flag("--log-format", "log lines as text, or as one JSON object each", choices=("text", "json")),
+    Flag(
+        "--logging-format",
+        "sets the log format: text, or one JSON object a line",
+        setting="log_format",
+        choices=("text", "json"),
+        aliases=("--log-format",),
+    ),
     Flag(
         "--etcd-count-metric-poll-period",
         "how often (seconds, or a Go duration) the stored objects of each resource are counted for"
@@ -215,11 +329,23 @@ def kind_flags(kinds: Sequence[ResourceKind]) -> list[Flag]:
     """The flags the served kinds declare: how long an expiring kind's objects live."""
     return [
         Flag(
-            kind.expiry.flag, kind.expiry.help, _whole_seconds, setting=f"{_EXPIRY_DEST}{kind.group_resource}"
+            kind.expiry.flag,
+            kind.expiry.help,
+            _whole_seconds,
+            setting=f"{_EXPIRY_DEST}{kind.group_resource}",
+            default=kind.expiry.default_seconds,
         )
         for kind in kinds
         if kind.expiry is not None
     ]
+
+
+def version() -> str:
+    """The installed distribution's version, else the package's own."""
+    try:
+        return importlib.metadata.version("coreio")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
 
 
 def _describe(kinds: Sequence[ResourceKind]) -> str:
@@ -228,23 +354,45 @@ def _describe(kinds: Sequence[ResourceKind]) -> str:
     return f"Serves {listed}."
 
 
-def parse_args(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KINDS) -> Settings:
-    """Settings from the command line; a mistake ends the process with a usage line and one error."""
-    flags = [*FLAGS, *kind_flags(kinds)]
+_EPILOG = "Times are a number of seconds or a Go duration (90, 1m30s, 1h0m0s)."
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose mistakes are one line: the flags' usage runs to dozens of lines, so it is
+    left to --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _parser(flags: Sequence[Flag], kinds: Sequence[ResourceKind]) -> argparse.ArgumentParser:
+    """The parser of `flags`, each described with its default, and --version."""
     # Flags not given are left out, so that they keep the Settings' defaults.
-    parser = argparse.ArgumentParser(
-        prog=PROG, description=_describe(kinds), argument_default=argparse.SUPPRESS
+    parser = _Parser(
+        prog=PROG, description=_describe(kinds), epilog=_EPILOG, argument_default=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {version()}", help="print the version and exit"
+    )
+    defaults = Settings()
     for flag in flags:
         parser.add_argument(
             flag.name,
+            *flag.aliases,
             dest=flag.dest,
             type=flag.parse,
-            help=flag.help,
+            help=flag.help_line(defaults),
             # Named as argparse names them, or listing the choices.
             metavar=None if flag.choices else flag.metavar,
             choices=flag.choices or None,
         )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KINDS) -> Settings:
+    """Settings from the command line; a mistake ends the process (status 2) with one line."""
+    flags = [*FLAGS, *kind_flags(kinds)]
+    parser = _parser(flags, kinds)
     given = vars(parser.parse_args(argv))
     for flag in flags:
         if flag.check is not None and flag.dest in given and not flag.check(given[flag.dest]):

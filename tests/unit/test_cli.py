@@ -52,17 +52,31 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--max-requests-inflight": ("3", 3),
     "--max-mutating-requests-inflight": ("0", 0),
     "--request-timeout": ("1m30s", 90.0),
-    "--compaction-interval": ("0", 0.0),
+    "--etcd-compaction-interval": ("0", 0.0),
     "--watch-cache": ("false", False),
     "--default-watch-cache-size": ("100", 100),
     "--workers": ("3", 3),
-    "--log-format": ("json", "json"),
+    "--logging-format": ("json", "json"),
     "--etcd-count-metric-poll-period": ("1m0s", 60.0),
     "--shutdown-delay-duration": ("5s", 5.0),
     "--shutdown-watch-termination-grace-period": ("1.5", 1.5),
 }
 # The fields no flag of the table sets: the kinds' flags fill this one.
 KIND_SET = {"expiry_seconds"}
+# The flags that take a time: each a number of seconds or a Go duration.
+TIME_FLAGS = (
+    "--authentication-token-webhook-cache-ttl",
+    "--extension-authentication-refresh-interval",
+    "--authorization-webhook-cache-ttl",
+    "--min-request-timeout",
+    "--watch-bookmark-interval",
+    "--request-timeout",
+    "--etcd-compaction-interval",
+    "--etcd-count-metric-poll-period",
+    "--shutdown-delay-duration",
+    "--shutdown-watch-termination-grace-period",
+    "--event-ttl",
+)
 
 
 def test_no_flags_keep_every_default() -> None:
@@ -83,6 +97,51 @@ def test_the_table_covers_every_setting() -> None:
     assert {flag.dest for flag in FLAGS} == fields - KIND_SET
 
 
+def test_the_old_names_still_work() -> None:
+    """Flags renamed to kube-apiserver's names keep their former ones."""
+    assert parse_args(["--compaction-interval", "9"]) == parse_args(["--etcd-compaction-interval", "9"])
+    assert parse_args(["--log-format=json"]).log_format == "json"
+
+
+def test_every_time_setting_has_a_time_flag() -> None:
+    floats = {
+        field.name
+        for field in dataclasses.fields(Settings)
+        if isinstance(getattr(Settings(), field.name), float)
+    }
+    assert {flag.dest for flag in FLAGS if flag.name in TIME_FLAGS} == floats
+
+
+def time_held(name: str, typed: str) -> float:
+    """The seconds the time flag `name` holds, given `typed`."""
+    settings = parse_args([name, typed])
+    if name == "--event-ttl":
+        return settings.ttl_seconds(EventKind())
+    return float(getattr(settings, next(flag.dest for flag in FLAGS if flag.name == name)))
+
+
+@pytest.mark.parametrize("name", TIME_FLAGS)
+def test_each_time_flag_takes_seconds_or_a_go_duration(name: str) -> None:
+    assert [time_held(name, typed) for typed in ("1m30s", "90", "1.5m", "1m29.5s500ms")] == [90.0] * 4
+
+
+@pytest.mark.parametrize("name", TIME_FLAGS)
+def test_a_bad_duration_is_one_line_naming_the_flag(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args([f"{name}=5 minutes"])
+    assert exited.value.code == 2
+    # One line naming the flag (and its old name, if it has one): no usage, no traceback.
+    [message] = capsys.readouterr().err.splitlines()
+    assert message.startswith(f"coreio-apiserver: error: argument {name}")
+    assert message.endswith(
+        ': time: unknown unit " minutes" in duration "5 minutes" (see coreio-apiserver --help)'
+    )
+
+
+def test_event_ttl_takes_an_hour() -> None:
+    assert parse_args(["--event-ttl", "1h"]).expiry_seconds == {"events.events.core.io": 3600}
+
+
 def test_an_expiring_kind_brings_its_ttl_flag() -> None:
     assert parse_args([]).ttl_seconds(EventKind()) == 3600
     assert parse_args(["--event-ttl", "7200"]).ttl_seconds(EventKind()) == 7200
@@ -100,9 +159,9 @@ def test_a_served_kind_adds_its_flag_to_the_command_line(capsys: pytest.CaptureF
     assert parse_args([], kinds=SERVED).ttl_seconds(GadgetKind()) == 7 * 24 * 3600
     with pytest.raises(SystemExit):
         parse_args(["--gadget-ttl", "60"], kinds=KINDS)
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "coreio-apiserver: error: unrecognized arguments: --gadget-ttl 60"
-    )
+    assert capsys.readouterr().err.splitlines() == [
+        "coreio-apiserver: error: unrecognized arguments: --gadget-ttl 60 (see coreio-apiserver --help)"
+    ]
 
 
 def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,10 +210,10 @@ def test_a_mistake_is_one_line(argv: list[str], error: str, capsys: pytest.Captu
     with pytest.raises(SystemExit) as exited:
         parse_args(argv)
     assert exited.value.code == 2
-    # argparse's usage (wrapped over several lines), then the one error line.
-    *usage, message = capsys.readouterr().err.splitlines()
-    assert usage[0].startswith("usage: coreio-apiserver ")
-    assert message == f"coreio-apiserver: error: {error}"
+    # One line, without argparse's usage (dozens of lines, left to --help).
+    assert capsys.readouterr().err.splitlines() == [
+        f"coreio-apiserver: error: {error} (see coreio-apiserver --help)"
+    ]
 
 
 def test_storage_options() -> None:
