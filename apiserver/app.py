@@ -23,12 +23,14 @@ from apiserver.http.middleware import (
     authentication,
     authorization,
     echo_audit_id,
+    impersonation,
     request_context,
     status_errors,
 )
 from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.openapi import OpenAPIService
 from apiserver.http.responses import object_response
+from apiserver.http.selfreviews import SelfReviewEndpoints
 from apiserver.http.system import STORAGE_READINESS_HOOK, SystemEndpoints, await_storage_readiness
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
 from apiserver.http.workermetrics import WorkerSet, serve_own
@@ -94,6 +96,9 @@ def build_app(
     app[STORAGE_KEY] = storage
     app[AUTHORIZATION_KEY] = authz
     app[METRICS_KEY] = metrics
+    if settings.standalone:
+        # In a cluster kube-apiserver answers the self reviews; the aggregator never sends them here.
+        SelfReviewEndpoints(authz.authorizer, authz.rules_for).add_routes(app)
     _add_api_routes(app, settings, storage, stores)
     OpenAPIService(kinds).add_routes(app.router)
     app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
@@ -182,7 +187,7 @@ def _application(
 ) -> web.Application:
     """The application with its middleware, in upstream's order (DefaultBuildHandlerChain): the
     audit ID first, the request metrics around every answer, the request deadline outside
-    authentication, the in-flight limit between authentication and authorization."""
+    authentication, impersonation right after it, the in-flight limit before authorization."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
         middlewares=[
@@ -191,6 +196,7 @@ def _application(
             status_errors,
             request_timeout(settings.request_timeout),
             authentication(authenticator),
+            impersonation(authz.authorizer),
             in_flight.middleware,
             authorization(authz.authorizer),
         ],

@@ -15,8 +15,10 @@ from apiserver.auth.requestinfo import RequestInfo, request_info
 from apiserver.machinery.errors import go_quote
 from apiserver.machinery.user import UserInfo
 
-# Who the request is, as authentication found it.
+# Who the request is, as authentication found it, or the user it impersonates.
 USER_KEY = web.RequestKey("user", UserInfo)
+# The user the request impersonates (set only then; USER_KEY holds it too).
+IMPERSONATED_KEY = web.RequestKey("impersonated_user", UserInfo)
 
 
 # What the request asks for, parsed once and kept for the in-flight limit, authorization and audit.

@@ -40,9 +40,11 @@ from apiserver.rbac.authorizer import ProblemReporter, RBACAuthorizer, rules_all
 from apiserver.rbac.bindings import BindingIndex, ProblemRecorder, RoleBindingStore
 from apiserver.rbac.escalation import EscalationGuard
 from apiserver.rbac.roles import (
+    BASIC_USER_RULES,
     DISCOVERY_RULES,
     PUBLIC_INFO_RULES,
     ClusterRoleSource,
+    PolicyRule,
     RoleSource,
     StaticRoleSource,
 )
@@ -117,17 +119,35 @@ class AlwaysAllowPaths:
 
 
 class BootstrapDiscovery:
-    """Upstream's default ClusterRoleBindings system:discovery (system:authenticated) and
-    system:public-info-viewer (system:authenticated and system:unauthenticated), for a standalone
-    server, which has no ClusterRoleBindings to hold them."""
+    """Upstream's default ClusterRoleBindings system:discovery and system:basic-user
+    (system:authenticated) and system:public-info-viewer (system:authenticated and
+    system:unauthenticated), for a standalone server, which has no ClusterRoleBindings to hold
+    them."""
 
     async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         groups = set(user.groups)
         if AUTHENTICATED_GROUP in groups and rules_allow(info, DISCOVERY_RULES):
             return Decision(True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"')
+        if AUTHENTICATED_GROUP in groups and rules_allow(info, BASIC_USER_RULES):
+            return Decision(True, _bootstrap_reason("system:basic-user", AUTHENTICATED_GROUP))
         if groups & {AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP} and rules_allow(info, PUBLIC_INFO_RULES):
             return Decision(True, 'RBAC: allowed by ClusterRoleBinding "system:public-info-viewer"')
         return NO_OPINION
+
+    @staticmethod
+    def rules(user: UserInfo) -> list[PolicyRule]:
+        """The rules these bindings give `user` (for a rules review)."""
+        groups = set(user.groups)
+        rules: list[PolicyRule] = []
+        if AUTHENTICATED_GROUP in groups:
+            rules += (*BASIC_USER_RULES, *DISCOVERY_RULES)
+        if groups & {AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP}:
+            rules += PUBLIC_INFO_RULES
+        return rules
+
+
+def _bootstrap_reason(name: str, group: str) -> str:
+    return f'RBAC: allowed by ClusterRoleBinding "{name}" of ClusterRole "{name}" to Group "{group}"'
 
 
 def build_authorizer(
@@ -195,7 +215,16 @@ class Authorization:
     webhook: SubjectAccessReviewWebhook
     role_bindings: RoleBindingStore
     roles_sync_timeout: float = 60.0
+    # Standalone: the rules of upstream's default ClusterRoleBindings count for every user.
+    bootstrap_rules: bool = False
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[PolicyRule], list[str]]:
+        """Every rule `user` has in `namespace`, and the errors met resolving them (a rules review)."""
+        granted, problems = self.rbac.rules_for(user, namespace)
+        if self.bootstrap_rules:
+            granted = [*BootstrapDiscovery.rules(user), *granted]
+        return granted, problems
 
     @property
     def ready(self) -> bool:
@@ -275,6 +304,7 @@ def build_authorization(
     index.checker = rbac.check_binding
     callers = WebhookCallers(config.webhook_users, config.webhook_groups)
     authorizer: Authorizer
+    bootstrap = config.bootstrap_discovery and config.cluster is None
     if config.mode == MODE_ALWAYS_ALLOW:
         authorizer = AlwaysAllow()
     elif config.mode == MODE_RBAC:
@@ -282,7 +312,7 @@ def build_authorization(
             rbac,
             delegate=config.delegate,
             webhook_callers=callers,
-            bootstrap_discovery=config.bootstrap_discovery and config.cluster is None,
+            bootstrap_discovery=bootstrap,
         )
     else:
         raise ValueError(
@@ -299,6 +329,7 @@ def build_authorization(
         webhook=SubjectAccessReviewWebhook(rbac, callers),
         role_bindings=role_bindings,
         roles_sync_timeout=config.roles_sync_timeout,
+        bootstrap_rules=bootstrap and config.mode == MODE_RBAC,
     )
 
 

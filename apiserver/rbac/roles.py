@@ -421,6 +421,15 @@ def default_cluster_roles(kinds: Iterable[ResourceKind] = KINDS) -> list[Role]:
 # every authenticated user (and, for the latter, to unauthenticated ones) with ClusterRoleBindings.
 DISCOVERY_RULES = (rule(["get"], urls=_DISCOVERY_URLS),)
 PUBLIC_INFO_RULES = (rule(["get"], urls=["/livez", "/readyz", "/healthz", "/version", "/version/"]),)
+# Upstream's system:basic-user, bound to every authenticated user: the self reviews.
+BASIC_USER_RULES = (
+    rule(
+        ["create"],
+        groups=["authorization.k8s.io"],
+        resources=["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+    ),
+    rule(["create"], groups=["authentication.k8s.io"], resources=["selfsubjectreviews"]),
+)
 
 
 # ----------------------------------------------------------------------------- static source

@@ -1,0 +1,136 @@
+"""`kubectl auth whoami`, `kubectl auth can-i` (and `--list`) and `--as` asked of a standalone coreio
+and of the real kube-apiserver, for the same bindings: a RoleBinding of the ClusterRole `view` to one
+user in one namespace, stored in coreio in its own group and in the cluster in upstream's. The
+answers must be the same, group names aside (events.core.io against events.k8s.io).
+
+Shares the session's control plane; keeps to a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.api import Api, rb_path
+from tests.support.controlplane import ControlPlane
+from tests.support.kubectl import Kubectl
+from tests.support.server import ServerProcess, start_server
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "e2e-access"
+VIEWER = "ursula"
+REQUESTOR = f"system:serviceaccount:{NAMESPACE}:bob"  # may impersonate nobody on either side
+
+
+class Side:
+    """kubectl against one server, as its admin or as bob (`as_bob`, a kubeconfig with bob's token
+    only), and the group its Events are in."""
+
+    def __init__(
+        self, admin: Kubectl, as_bob: Kubectl, events: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.admin = admin
+        self.as_bob = as_bob
+        self.events = events
+        self.env = env
+
+    def run(self, *args: str, bob: bool = False) -> tuple[int, str, str]:
+        done = (self.as_bob if bob else self.admin).run(*args, check=False, env=self.env)
+        return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def coreio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    directory = tmp_path_factory.mktemp("coreio-access-diff")
+    tokens = directory / "tokens.csv"
+    tokens.write_text(f'bob-token,{REQUESTOR},bob-uid,"system:serviceaccounts"\n')
+    process = start_server(directory / "data", ["--token-auth-file", str(tokens)])
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _binding(group: str) -> dict[str, object]:
+    return {
+        "apiVersion": f"{group}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "ursula-views", "namespace": NAMESPACE},
+        "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": VIEWER, "apiGroup": group}],
+    }
+
+
+def _token_only(admin_kubeconfig: Path, path: Path, token: str) -> Path:
+    config = yaml.safe_load(admin_kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sides(control_plane: ControlPlane, coreio: ServerProcess, kubectl: Path) -> Iterator[tuple[Side, Side]]:
+    """(kube-apiserver, coreio), each with the binding."""
+    plane = control_plane
+    token = plane.create_token("bob", NAMESPACE)
+    plane.apply(_binding("rbac.authorization.k8s.io"))
+    assert Api(coreio).post(rb_path(NAMESPACE), _binding("rbac.authorization.core.io")).status == 201
+    time.sleep(0.5)  # every worker's binding index follows the store's watch
+    kube_bob = Kubectl(kubectl, plane.user_kubeconfig(plane.directory / "bob.kubeconfig", token=token))
+    kube = Side(plane.kubectl, kube_bob, "events.events.k8s.io", plane.kubectl_env)
+    # bob on coreio is the same service account: its token file names it.
+    our_bob = Kubectl(
+        kubectl, _token_only(coreio.kubeconfig, coreio.data_dir / "bob.kubeconfig", "bob-token")
+    )
+    ours = Side(Kubectl(kubectl, coreio.kubeconfig), our_bob, "events.events.core.io")
+    try:
+        yield kube, ours
+    finally:
+        plane.run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+
+
+def test_whoami_of_an_impersonated_user_is_the_same(sides: tuple[Side, Side]) -> None:
+    kube, ours = sides
+    asked = ("auth", "whoami", "--as", VIEWER, "--as-group", "g1", "--as-uid", "u1")
+    assert ours.run(*asked) == kube.run(*asked)
+    service_account = ("auth", "whoami", "--as", f"system:serviceaccount:{NAMESPACE}:robot")
+    assert ours.run(*service_account) == kube.run(*service_account)
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "watch", "create", "delete"])
+def test_can_i_on_events_is_the_same(sides: tuple[Side, Side], verb: str) -> None:
+    kube, ours = sides
+    for where in (NAMESPACE, "elsewhere"):
+        theirs = kube.run("auth", "can-i", verb, kube.events, "-n", where, "--as", VIEWER)
+        assert ours.run("auth", "can-i", verb, ours.events, "-n", where, "--as", VIEWER) == theirs
+
+
+def _rules(side: Side) -> list[str]:
+    """The rows of `can-i --list` that both servers can share: the self reviews, the non-resource
+    URLs, and the Events (named by group, which differs)."""
+    code, out, err = side.run("auth", "can-i", "--list", "-n", NAMESPACE, "--as", VIEWER)
+    assert (code, err) == (0, "")
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    kept = [line for line in lines if line.startswith(("Resources", "[", "selfsubject", side.events))]
+    return [line.replace(side.events, "events") for line in kept]
+
+
+def test_can_i_list_shows_the_same_rules(sides: tuple[Side, Side]) -> None:
+    kube, ours = sides
+    assert _rules(ours) == _rules(kube)
+
+
+def test_impersonating_without_the_right_is_refused_alike(sides: tuple[Side, Side]) -> None:
+    kube, ours = sides
+    asked = ("get", "--as", VIEWER, "-n", NAMESPACE)
+    theirs = kube.run(*asked, kube.events, bob=True)
+    mine = ours.run(*asked, ours.events, bob=True)
+    assert mine == theirs
+    assert theirs[0] == 1
+    assert f'users "{VIEWER}" is forbidden: User "{REQUESTOR}" cannot impersonate resource "users"' in mine[2]

@@ -1,0 +1,231 @@
+"""Identity and access through the real kubectl against a standalone server: `--as` (impersonation)
+with and without the right to it, `kubectl auth whoami`, `kubectl auth can-i` and `can-i --list`,
+for a token user, a certificate user and an impersonated one; and the audit log naming both the
+requestor and the user it impersonated."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apiserver import pki
+from tests.support.api import Api, ev_path, event, rb_path, rolebinding
+from tests.support.kubectl import Kubectl
+from tests.support.server import ServerProcess, start_server
+
+pytestmark = pytest.mark.tools
+
+EV = "events.events.core.io"
+BINDING_SETTLES = 0.5
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    directory = tmp_path_factory.mktemp("coreio-access")
+    tokens = directory / "tokens.csv"
+    tokens.write_text('tina-token,tina,tina-uid,"dev,qa"\n')
+    audit = directory / "audit.log"
+    process = start_server(
+        directory / "data", ["--token-auth-file", str(tokens), "--audit-log-path", str(audit)]
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
+    return Kubectl(kubectl, server.kubeconfig)
+
+
+def user_kubectl(kubectl: Path, server: ServerProcess, name: str, user: dict[str, str]) -> Kubectl:
+    """kubectl with the server's kubeconfig, its admin credentials replaced by `user`'s."""
+    config = yaml.safe_load(server.kubeconfig.read_text())
+    for entry in config["users"]:
+        entry["user"] = user
+    path = server.data_dir / f"{name}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return Kubectl(kubectl, path)
+
+
+@pytest.fixture(scope="module")
+def tina(kubectl: Path, server: ServerProcess) -> Kubectl:
+    """A token user (groups dev and qa)."""
+    return user_kubectl(kubectl, server, "tina", {"token": "tina-token"})
+
+
+@pytest.fixture(scope="module")
+def carl(kubectl: Path, server: ServerProcess) -> Kubectl:
+    """A certificate user (group ops) issued by the server's CA."""
+    ca = pki.KeyPair.load(server.data_dir / "pki" / "ca.crt", server.data_dir / "pki" / "ca.key")
+    cert, key = server.data_dir / "carl.crt", server.data_dir / "carl.key"
+    pki.issue_client_certificate(ca, "carl", ("ops",)).save(cert, key)
+    return user_kubectl(kubectl, server, "carl", {"client-certificate": str(cert), "client-key": str(key)})
+
+
+def bind(server: ServerProcess, namespace: str, name: str, role: str, subject: dict[str, str]) -> None:
+    body = rolebinding(name)
+    body["roleRef"] = {"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": role}
+    body["subjects"] = [subject]
+    assert Api(server).post(rb_path(namespace), body).status == 201
+    time.sleep(BINDING_SETTLES)  # every worker's binding index follows the store's watch
+
+
+def whoami(cli: Kubectl, *args: str) -> list[list[str]]:
+    out = cli.run("auth", "whoami", *args).stdout
+    return [line.split(None, 1) for line in out.splitlines()]
+
+
+def test_whoami_for_a_token_user_a_certificate_user_and_an_impersonated_one(
+    admin: Kubectl, tina: Kubectl, carl: Kubectl
+) -> None:
+    assert whoami(tina) == [
+        ["ATTRIBUTE", "VALUE"],
+        ["Username", "tina"],
+        ["UID", "tina-uid"],
+        ["Groups", "[dev qa system:authenticated]"],
+    ]
+    assert whoami(carl) == [
+        ["ATTRIBUTE", "VALUE"],
+        ["Username", "carl"],
+        ["Groups", "[ops system:authenticated]"],
+    ]
+    assert whoami(admin, "--as", "bob", "--as-group", "g1", "--as-uid", "u1") == [
+        ["ATTRIBUTE", "VALUE"],
+        ["Username", "bob"],
+        ["UID", "u1"],
+        ["Groups", "[g1 system:authenticated]"],
+    ]
+    review = json.loads(
+        admin.run("auth", "whoami", "-o", "json", "--as", "system:serviceaccount:team:robot").stdout
+    )
+    assert (review["kind"], review["apiVersion"]) == ("SelfSubjectReview", "authentication.k8s.io/v1")
+    assert review["status"]["userInfo"] == {
+        "username": "system:serviceaccount:team:robot",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"],
+    }
+
+
+def test_impersonation_needs_the_right_to_it(admin: Kubectl, tina: Kubectl, server: ServerProcess) -> None:
+    # Straight to the resource: kubectl's discovery reports a refusal as "unknown".
+    refused = tina.run("get", "--raw", ev_path("team"), "--as", "alice", check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): users "alice" is forbidden: User "tina" cannot impersonate resource'
+        ' "users" in API group "" at the cluster scope'
+    )
+    # The admin may impersonate, and then has alice's rights, not its own.
+    as_alice = admin.run("get", EV, "-n", "team", "--as", "alice", check=False)
+    assert as_alice.returncode == 1
+    assert 'User "alice" cannot list resource "events" in API group "events.core.io"' in as_alice.stderr
+    bind(server, "team", "alice-views", "view", {"kind": "User", "name": "alice"})
+    assert admin.run("get", EV, "-n", "team", "--as", "alice").returncode == 0
+    # A group or uid without a user is upstream's plain-text 500.
+    bare = Api(server)
+    response = bare.get(ev_path("team"), headers={"Impersonate-Group": "g1"})
+    assert response.status == 500
+    assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.body == (
+        b'Internal Server Error: "/apis/events.core.io/v1/namespaces/team/events": requested'
+        b" [{Group  g1    }] without impersonating a user\n"
+    )
+
+
+def test_a_service_account_may_be_impersonated_with_a_namespaced_grant(
+    admin: Kubectl, tina: Kubectl, server: ServerProcess
+) -> None:
+    Api(server).post("/apis/events.core.io/v1/namespaces/ci/events", event("built", "ci"))
+    impersonator = {"kind": "User", "name": "tina"}
+    refused = tina.run("get", "--raw", ev_path("ci"), "--as", "system:serviceaccount:ci:builder", check=False)
+    assert (
+        'serviceaccounts "builder" is forbidden: User "tina" cannot impersonate resource "serviceaccounts"'
+        in refused.stderr
+    )
+    # The default ClusterRole "edit" grants impersonate on serviceaccounts, as upstream's does.
+    bind(server, "ci", "tina-edits", "edit", impersonator)
+    bind(
+        server,
+        "ci",
+        "builder-views",
+        "view",
+        {"kind": "ServiceAccount", "name": "builder", "namespace": "ci"},
+    )
+    listed = tina.run("get", EV, "-n", "ci", "--as", "system:serviceaccount:ci:builder", "-o", "name")
+    assert listed.stdout.split() == ["event.events.core.io/built"]
+
+
+def test_can_i_answers_as_the_authorizer_decides(
+    admin: Kubectl, tina: Kubectl, carl: Kubectl, server: ServerProcess
+) -> None:
+    denied = carl.run("auth", "can-i", "list", EV, "-n", "ops", check=False)
+    assert (denied.returncode, denied.stdout) == (1, "no\n")
+    bind(server, "ops", "ops-view", "view", {"kind": "Group", "name": "ops"})
+    assert carl.run("auth", "can-i", "list", EV, "-n", "ops").stdout == "yes\n"
+    assert carl.run("auth", "can-i", "create", EV, "-n", "ops", check=False).stdout == "no\n"
+    assert (
+        admin.run("auth", "can-i", "delete", "rolebindings.rbac.authorization.core.io", "-n", "x").stdout
+        == "yes\n"
+    )
+    assert (
+        admin.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", "--as-group", "ops").stdout
+        == "yes\n"
+    )
+    assert admin.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", check=False).stdout == "no\n"
+    assert tina.run("auth", "can-i", "get", "/healthz").stdout == "yes\n"
+    assert tina.run("auth", "can-i", "get", "/metrics", check=False).stdout == "no\n"
+
+
+def can_i_list(cli: Kubectl, namespace: str) -> dict[str, list[str]]:
+    """`kubectl auth can-i --list`: each row's resource (or its URLs) -> its verbs."""
+    rows = [line.split() for line in cli.run("auth", "can-i", "--list", "-n", namespace).stdout.splitlines()]
+    assert rows[0] == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    listed: dict[str, list[str]] = {}
+    for row in rows[1:]:
+        verbs = " ".join(row).split("[")[-1].rstrip("]").split()
+        listed[row[0]] = verbs
+    return listed
+
+
+def test_can_i_list_shows_the_rules_in_the_namespace(carl: Kubectl, server: ServerProcess) -> None:
+    bind(server, "lists", "ops-edit", "edit", {"kind": "Group", "name": "ops"})
+    listed = can_i_list(carl, "lists")
+    assert sorted(listed["events.events.core.io"]) == sorted(
+        ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    )
+    for review in (
+        "selfsubjectaccessreviews.authorization.k8s.io",
+        "selfsubjectrulesreviews.authorization.k8s.io",
+    ):
+        assert listed[review] == ["create"]
+    assert listed["selfsubjectreviews.authentication.k8s.io"] == ["create"]
+    assert listed["[/healthz]"] == listed["[/apis]"] == ["get"]
+    # edit gives no RoleBindings (admin does), and nothing outside its namespace.
+    assert "rolebindings.rbac.authorization.core.io" not in listed
+    elsewhere = can_i_list(carl, "other")
+    assert (
+        "events.events.core.io" not in elsewhere and "selfsubjectreviews.authentication.k8s.io" in elsewhere
+    )
+
+
+def test_the_audit_names_the_requestor_and_the_impersonated_user(
+    admin: Kubectl, server: ServerProcess
+) -> None:
+    admin.run("get", EV, "-n", "audited", "--as", "dora", "--as-group", "g9", check=False)
+    audit = server.data_dir.parent / "audit.log"
+    deadline = time.monotonic() + 10
+    while True:
+        events = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+        found = [e for e in events if e.get("impersonatedUser", {}).get("username") == "dora"]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert found, "no audit event with impersonatedUser dora"
+    assert found[-1]["user"]["username"] == "coreio-admin"
+    assert found[-1]["impersonatedUser"] == {"username": "dora", "groups": ["g9", "system:authenticated"]}
+    assert found[-1]["responseStatus"]["code"] == 403
