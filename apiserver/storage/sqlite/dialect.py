@@ -90,6 +90,16 @@ def key_range(prefix: str) -> tuple[str, str | None]:
     return prefix, None
 
 
+def _newest_alive(high: str | None, after_low: bool, params: list[Any]) -> str:
+    """The id of each key's newest row at revision `at`, for the keys alive then in the range. Beside
+    a single max(), SQLite takes a bare column from the row holding the max: `deleted` is that of
+    each key's newest row, so the live keys are chosen (and can be limited) before any value is
+    read, and a page reads its own keys, not every key after its start. `params` holds the
+    range's low end and the revision, and gets the high end."""
+    where = _in_range(f"name {'>' if after_low else '>='} ? AND id <= ?", params, high)
+    return f"SELECT MAX(id) AS id, deleted FROM kv WHERE {where} GROUP BY name HAVING deleted = 0"
+
+
 def _in_range(where: str, params: list[Any], high: str | None) -> str:
     if high is not None:
         where += " AND name < ?"
@@ -181,17 +191,18 @@ class Dialect:
         at revision `at`, by key. With a limit, fetches one row more so the caller can tell whether
         more remain."""
         params: list[Any] = [low, at]
-        where = _in_range(f"name {'>' if after_low else '>='} ? AND id <= ?", params, high)
-        sql = (
-            f"{select} FROM kv JOIN (SELECT MAX(id) AS id FROM kv WHERE {where} GROUP BY name) AS newest"
-            " USING (id) WHERE kv.deleted = 0"
-        )
-        if not select.startswith("SELECT COUNT"):
-            sql += " ORDER BY kv.name"
+        newest = _newest_alive(high, after_low, params)
         if limit:
-            sql += " LIMIT ?"
+            newest += " ORDER BY name LIMIT ?"
             params.append(limit + 1)
+        sql = f"{select} FROM kv JOIN ({newest}) AS newest USING (id) ORDER BY kv.name"
         return self.conn.execute(sql, params).fetchall()
+
+    def count_live(self, low: str, high: str | None, at: int, *, after_low: bool) -> int:
+        """How many keys in [low, high) (or (low, high)) exist at revision `at`."""
+        params: list[Any] = [low, at]
+        newest = _newest_alive(high, after_low, params)
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM ({newest})", params).fetchone()[0])
 
     def changes(self, prefix: str, after: int, limit: int) -> Rows:
         """Up to `limit` rows of keys with `prefix` after revision `after`, in revision order, as

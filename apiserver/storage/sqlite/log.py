@@ -250,8 +250,7 @@ class RevisionLog:
         remaining = 0
         if more:
             del items[limit:]
-            counted = self._db.live_rows("SELECT COUNT(*)", items[-1].key, high, at, after_low=True, limit=0)
-            remaining = counted[0][0]
+            remaining = self._db.count_live(items[-1].key, high, at, after_low=True)
         return ListResult(items, at, more, remaining)
 
     def changes(self, prefix: str, after: int, watched_from: int) -> Changes:
