@@ -335,6 +335,9 @@ def test_front_proxy_forwards_the_cluster_user(
     assert entry["user"]["username"] == "alice"
     assert entry["user"]["uid"] == "alice-uid-1"
     assert entry["user"]["groups"] == ["devs", "system:authenticated"]
+    # kube-apiserver applied --as and stripped the Impersonate-* headers: coreio sees alice as the
+    # front proxy's user, and impersonates nothing again.
+    assert "impersonatedUser" not in entry
     assert entry["objectRef"] == {
         "resource": "rolebindings",
         "namespace": ns,
