@@ -13,7 +13,7 @@ from apiserver.admission import chained
 from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
-from apiserver.http.discovery import Discovery
+from apiserver.http.discovery import Discovery, Resource
 from apiserver.http.handlers import ApiHandler
 from apiserver.http.health import PostStartHooks
 from apiserver.http.limits import InFlightLimit, request_timeout
@@ -36,6 +36,7 @@ from apiserver.http.watchstream import SEND_TIMEOUT_KEY
 from apiserver.http.workermetrics import WorkerSet, serve_own
 from apiserver.http.workermetrics import gathered as gathered_metrics
 from apiserver.rbac.chain import Authorization, AuthorizationConfig, server_authorization
+from apiserver.rbac.selfreviews import REVIEWS
 from apiserver.rbac.webhook import WEBHOOK_PATH
 from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
@@ -211,7 +212,10 @@ def _add_api_routes(
 ) -> None:
     """/apis (the kinds and discovery) and /api: the core group's namespaces, implied by the
     stored objects, when standalone; an empty legacy discovery behind an aggregator."""
-    api = ApiHandler(stores, Discovery(tuple(store.kind for store in stores)), settings.min_request_timeout)
+    # Standalone, the self reviews are served here, so discovery lists them (kubectl create -f).
+    reviews = tuple(Resource.create_only(*review) for review in REVIEWS) if settings.standalone else ()
+    discovery = Discovery(tuple(store.kind for store in stores), reviews)
+    api = ApiHandler(stores, discovery, settings.min_request_timeout)
     app.router.add_route("*", "/apis", api.handle)
     app.router.add_route("*", "/apis/{tail:.*}", api.handle)
     if settings.standalone:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apiserver.machinery.types import JSON
@@ -21,21 +20,93 @@ def storage_version_hash(kind: ResourceKind) -> str:
     return base64.b64encode(digest[:8]).decode()
 
 
-def _group_versions(kinds: Sequence[ResourceKind]) -> dict[str, list[str]]:
-    groups: dict[str, list[str]] = {}
-    for kind in kinds:
-        versions = groups.setdefault(kind.group, [])
-        if kind.version not in versions:
-            versions.append(kind.version)
-    return groups
+@dataclass(frozen=True)
+class Resource:
+    """One resource as discovery lists it."""
+
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    # Upstream lists one for stored kinds only (none for the create-only reviews).
+    storage_version_hash: str = ""
+
+    @classmethod
+    def of(cls, kind: ResourceKind) -> Resource:
+        """A served kind: every verb, and its storage version hash."""
+        return cls(
+            kind.group,
+            kind.version,
+            kind.plural,
+            kind.singular,
+            kind.kind,
+            kind.namespaced,
+            tuple(VERBS),
+            tuple(kind.short_names),
+            tuple(kind.categories),
+            storage_version_hash(kind),
+        )
+
+    @classmethod
+    def create_only(cls, group: str, plural: str, kind: str) -> Resource:
+        """A cluster-scoped kind that is only ever created (a review), version v1."""
+        return cls(group, "v1", plural, plural.removesuffix("s"), kind, False, ("create",))
+
+    def legacy(self) -> JSON:
+        """Its entry of an APIResourceList."""
+        entry: JSON = {
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(self.verbs),
+        }
+        if self.short_names:
+            entry["shortNames"] = list(self.short_names)
+        if self.categories:
+            entry["categories"] = list(self.categories)
+        if self.storage_version_hash:
+            entry["storageVersionHash"] = self.storage_version_hash
+        return entry
+
+    def aggregated(self) -> JSON:
+        """Its entry of an aggregated discovery version."""
+        entry: JSON = {
+            "resource": self.plural,
+            "responseKind": {"group": "", "version": "", "kind": self.kind},
+            "scope": "Namespaced" if self.namespaced else "Cluster",
+            "singularResource": self.singular,
+            "verbs": list(self.verbs),
+        }
+        if self.short_names:
+            entry["shortNames"] = list(self.short_names)
+        if self.categories:
+            entry["categories"] = list(self.categories)
+        return entry
 
 
 @dataclass(frozen=True)
 class Discovery:
     kinds: tuple[ResourceKind, ...]
+    # Resources served besides the kinds (standalone: the self reviews).
+    extra: tuple[Resource, ...] = ()
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        return (*(Resource.of(kind) for kind in self.kinds), *self.extra)
 
     def group_versions(self) -> dict[str, list[str]]:
-        return _group_versions(self.kinds)
+        groups: dict[str, list[str]] = {}
+        for resource in self.resources:
+            versions = groups.setdefault(resource.group, [])
+            if resource.version not in versions:
+                versions.append(resource.version)
+        return groups
 
     def api_versions(self) -> JSON:
         """/api: an extension server serves no legacy core group."""
@@ -55,55 +126,32 @@ class Discovery:
             return None
         return {"kind": "APIGroup", "apiVersion": "v1", **self._group(group, versions)}
 
+    def _served(self, group: str, version: str) -> list[Resource]:
+        return [r for r in self.resources if r.group == group and r.version == version]
+
     def resource_list(self, group: str, version: str) -> JSON | None:
-        kinds = [k for k in self.kinds if k.group == group and k.version == version]
-        if not kinds:
+        served = self._served(group, version)
+        if not served:
             return None
-        resources: list[JSON] = []
-        for kind in kinds:
-            resource: JSON = {
-                "name": kind.plural,
-                "singularName": kind.singular,
-                "namespaced": kind.namespaced,
-                "kind": kind.kind,
-                "verbs": VERBS,
-            }
-            if kind.short_names:
-                resource["shortNames"] = list(kind.short_names)
-            if kind.categories:
-                resource["categories"] = list(kind.categories)
-            resource["storageVersionHash"] = storage_version_hash(kind)
-            resources.append(resource)
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
             "groupVersion": f"{group}/{version}",
-            "resources": resources,
+            "resources": [resource.legacy() for resource in served],
         }
 
     def aggregated(self, api_version: str) -> JSON:
         """APIGroupDiscoveryList for /apis (api_version apidiscovery.k8s.io/v2 or v2beta1)."""
         items: list[JSON] = []
         for group, versions in self.group_versions().items():
-            version_entries: list[JSON] = []
-            for version in versions:
-                resources: list[JSON] = []
-                for kind in self.kinds:
-                    if kind.group != group or kind.version != version:
-                        continue
-                    resource: JSON = {
-                        "resource": kind.plural,
-                        "responseKind": {"group": "", "version": "", "kind": kind.kind},
-                        "scope": "Namespaced" if kind.namespaced else "Cluster",
-                        "singularResource": kind.singular,
-                        "verbs": VERBS,
-                    }
-                    if kind.short_names:
-                        resource["shortNames"] = list(kind.short_names)
-                    if kind.categories:
-                        resource["categories"] = list(kind.categories)
-                    resources.append(resource)
-                version_entries.append({"version": version, "resources": resources, "freshness": "Current"})
+            version_entries = [
+                {
+                    "version": version,
+                    "resources": [resource.aggregated() for resource in self._served(group, version)],
+                    "freshness": "Current",
+                }
+                for version in versions
+            ]
             items.append(
                 {"metadata": {"name": group, "creationTimestamp": None}, "versions": version_entries}
             )

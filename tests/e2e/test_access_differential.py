@@ -9,6 +9,7 @@ Shares the session's control plane; keeps to a namespace of its own.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,3 +155,15 @@ def test_impersonating_without_the_right_is_refused_alike(sides: tuple[Side, Sid
     assert mine == theirs
     assert theirs[0] == 1
     assert f'users "{VIEWER}" is forbidden: User "{REQUESTOR}" cannot impersonate resource "users"' in mine[2]
+
+
+@pytest.mark.parametrize("group_version", ["authorization.k8s.io/v1", "authentication.k8s.io/v1"])
+def test_the_self_reviews_are_discovered_alike(sides: tuple[Side, Side], group_version: str) -> None:
+    kube, ours = sides
+
+    def reviews(side: Side) -> list[object]:
+        code, out, _ = side.run("get", "--raw", f"/apis/{group_version}")
+        assert code == 0
+        return [r for r in json.loads(out)["resources"] if r["name"].startswith("selfsubject")]
+
+    assert reviews(ours) == reviews(kube)

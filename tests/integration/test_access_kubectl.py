@@ -229,3 +229,21 @@ def test_the_audit_names_the_requestor_and_the_impersonated_user(
     assert found[-1]["user"]["username"] == "coreio-admin"
     assert found[-1]["impersonatedUser"] == {"username": "dora", "groups": ["g9", "system:authenticated"]}
     assert found[-1]["responseStatus"]["code"] == 403
+
+
+def test_the_self_reviews_are_in_discovery_and_kubectl_creates_them(admin: Kubectl, carl: Kubectl) -> None:
+    listed = admin.run(
+        "api-resources", "--api-group=authorization.k8s.io", "-o", "wide", "--no-headers"
+    ).stdout
+    assert [line.split() for line in listed.splitlines()] == [
+        ["selfsubjectaccessreviews", "authorization.k8s.io/v1", "false", "SelfSubjectAccessReview", "create"],
+        ["selfsubjectrulesreviews", "authorization.k8s.io/v1", "false", "SelfSubjectRulesReview", "create"],
+    ]
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "delete", "group": "events.core.io", "resource": "events"}},
+    }
+    answered = json.loads(carl.run("create", "-f", "-", "-o", "json", input=json.dumps(review)).stdout)
+    assert answered["status"] == {"allowed": False}
+    assert answered["spec"] == review["spec"]

@@ -117,7 +117,15 @@ def test_discovery_aggregated_and_legacy(admin: Api, kubectl_cli: Kubectl) -> No
         }
     ]
     groups = admin.get("/apis").json["groups"]
-    assert [g["name"] for g in groups] == ["rbac.authorization.core.io", "events.core.io", GROUP]
+    # The served kinds, then (standalone) the self reviews kubectl auth uses.
+    expected = [
+        "rbac.authorization.core.io",
+        "events.core.io",
+        GROUP,
+        "authorization.k8s.io",
+        "authentication.k8s.io",
+    ]
+    assert [g["name"] for g in groups] == expected
     (resource,) = admin.get(f"/apis/{GROUP_VERSION}").json["resources"]
     assert (resource["name"], resource["kind"], resource["namespaced"]) == ("gadgets", "Gadget", True)
     # kubectl finds it through discovery, short name included.

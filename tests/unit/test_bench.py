@@ -219,3 +219,19 @@ def test_memory_and_cpu_count_a_server_with_its_workers() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_profile_summary_counts_each_function_once_a_stack() -> None:
+    from bench.profile import summary
+
+    raw = (
+        "run (a/server.py:10);handle (b/handlers.py:5);handle (b/handlers.py:9);encode (c/codec.py:3) 3\n"
+        "run (a/server.py:10);select (selectors.py:1) 1\n"
+        "garbage line\n"
+    )
+    lines = summary(raw).splitlines()
+    assert lines[0] == "4 samples"
+    inclusive = lines[lines.index("-- with what it calls") + 1 : lines.index("-- own")]
+    assert inclusive[:2] == ["100.0%  run (server.py)", " 75.0%  handle (handlers.py)"]
+    own = lines[lines.index("-- own") + 1 :]
+    assert own == [" 75.0%  encode (codec.py)", " 25.0%  select (selectors.py)"]

@@ -1,0 +1,112 @@
+"""Where one coreio worker spends its time under load: py-spy records it while wrk GETs one Event
+or creates Events, on a fresh etcd 3.6 (the bench's), and the hottest functions are printed, by
+inclusive and by own time. The profiles the closing notes quote come from here:
+
+    .venv/bin/python -m bench.profile get       # or: create; --connections 16 --seconds 7
+
+Needs wrk and py-spy (`pip install -e '.[bench]'`); py-spy may need ptrace rights (root, or
+CAP_SYS_PTRACE in a container).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import client, wrk
+from bench.events import body_template
+from bench.processes import Target, start_coreio, write_token_file
+from tests.support.etcd import EtcdProcess
+
+NAMESPACE = "profile"
+
+
+def summary(raw: str, top: int = 30) -> str:
+    """py-spy's raw (collapsed) stacks as two tables: each function's share of the samples with
+    everything it called (counted once a stack), then its own share."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        samples = int(count)
+        total += samples
+        frames = [_frame(frame) for frame in stack.split(";")]
+        for frame in set(frames):
+            inclusive[frame] += samples
+        own[frames[-1]] += samples
+    lines = [f"{total} samples", "-- with what it calls"]
+    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in inclusive.most_common(top)]
+    lines += ["-- own"]
+    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+def _frame(frame: str) -> str:
+    """`function (path/file.py:line)` -> `function (file.py)`."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1]})" if where else name
+
+
+def _load(target: Target, mode: str, scratch: Path) -> tuple[str, str, list[str]]:
+    """(url, wrk script, its arguments) for `mode`."""
+    asyncio.run(client.fill(target, NAMESPACE, "profiled", 1))
+    if mode == "get":
+        return target.url + target.events_path(NAMESPACE) + "/profiled-0", "read.lua", [target.token]
+    body = scratch / "body.json"
+    body.write_text(body_template(target.group_version, NAMESPACE))
+    path = target.events_path(NAMESPACE)
+    return target.url + path, "create.lua", [path, target.token, f"p{secrets.token_hex(3)}", str(body)]
+
+
+def profile(mode: str, connections: int, seconds: float, workers: int) -> str:
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("bench.profile: py-spy is missing: pip install -e '.[bench]'")
+    with tempfile.TemporaryDirectory(prefix="coreio-profile-") as directory:
+        scratch = Path(directory)
+        etcd = EtcdProcess()
+        endpoint = etcd.start()
+        token_file, token = write_token_file(scratch)
+        storage = ["--etcd-servers", endpoint, "--etcd-prefix", "/profile", f"--workers={workers}"]
+        target = start_coreio("coreio-etcd", scratch, token_file, token, storage)
+        try:
+            url, script, args = _load(target, mode, scratch)
+            raw = scratch / "profile.txt"
+            command = [spy, "record", "-p", str(target.pid), "-d", str(int(seconds)), "-r", "250"]
+            if workers != 1:
+                command.append("--subprocesses")  # the supervisor only waits; its workers serve
+            recorder = subprocess.Popen([*command, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL)
+            result = wrk.run(url, connections, seconds + 2, script, args)
+            recorder.wait(timeout=seconds + 30)
+            rate = (
+                f"{mode} c={connections}, {workers} worker(s): {result.rate:,.0f}/s, {result.errors} errors"
+            )
+            return rate + "\n" + summary(raw.read_text())
+        finally:
+            target.stop()
+            etcd.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("get", "create"))
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=7.0)
+    parser.add_argument("--workers", type=int, default=1, help="coreio workers (the profile is the first's)")
+    options = parser.parse_args(argv)
+    print(profile(options.mode, options.connections, options.seconds, options.workers))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
