@@ -44,11 +44,14 @@ def summary(raw: str, top: int = 30) -> str:
         for frame in set(frames):
             inclusive[frame] += samples
         own[frames[-1]] += samples
-    lines = [f"{total} samples", "-- with what it calls"]
-    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in inclusive.most_common(top)]
-    lines += ["-- own"]
-    lines += [f"{100 * n / total:5.1f}%  {name}" for name, n in own.most_common(top)]
-    return "\n".join(lines)
+    lines = [f"{total} samples", "-- with what it calls", *_shares(inclusive, total, top), "-- own"]
+    return "\n".join([*lines, *_shares(own, total, top)])
+
+
+def _shares(counts: collections.Counter[str], total: int, top: int) -> list[str]:
+    """The `top` largest, largest first (ties by name, so that a summary reads the same twice)."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
+    return [f"{100 * n / total:5.1f}%  {name}" for name, n in ranked]
 
 
 def _frame(frame: str) -> str:
