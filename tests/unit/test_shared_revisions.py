@@ -79,3 +79,15 @@ async def test_a_caller_that_gives_up_leaves_the_read_to_the_others() -> None:
     assert await stayer == 1
     assert quitter.cancelled()
     await shared.close()
+
+
+async def test_closing_ends_the_wait_of_every_caller() -> None:
+    shared, _ = reads()
+    first = asyncio.create_task(shared.current())
+    await asyncio.sleep(0.01)  # its read is under way
+    second = asyncio.create_task(shared.current())  # waits for the next read
+    await asyncio.sleep(0.01)
+    await shared.close()
+    for caller in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await caller

@@ -31,6 +31,10 @@ class SharedRevisionReads:
         return await asyncio.shield(waited)
 
     async def close(self) -> None:
+        """Stops reading; a caller still waiting gets CancelledError rather than waiting forever."""
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
