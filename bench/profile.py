@@ -72,7 +72,9 @@ def _load(target: Target, mode: str, scratch: Path) -> tuple[str, str, list[str]
 
 
 def profile(mode: str, connections: int, seconds: float, workers: int) -> str:
-    spy = shutil.which("py-spy")
+    # Installed beside this Python (a virtualenv not on PATH), or on PATH.
+    beside = Path(sys.executable).parent / "py-spy"
+    spy = str(beside) if beside.exists() else shutil.which("py-spy")
     if spy is None:
         raise SystemExit("bench.profile: py-spy is missing: pip install -e '.[bench]'")
     with tempfile.TemporaryDirectory(prefix="coreio-profile-") as directory:
