@@ -183,8 +183,10 @@ def test_killing_the_supervisor_kills_its_workers_and_frees_the_port(tmp_path: P
     while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in workers)
-    with socket.socket() as sock:  # nobody listens there any more
-        sock.bind(("127.0.0.1", server.port))
+    # Nobody listens there any more: a connection is refused. (A bind to the port is no proof
+    # either way: a socket whose ephemeral local port happens to be that one would refuse it.)
+    with socket.socket() as sock, pytest.raises(ConnectionRefusedError):
+        sock.connect(("127.0.0.1", server.port))
 
 
 def test_a_port_taken_by_a_server_of_several_workers_is_refused(tmp_path: Path) -> None:
