@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.support.controlplane import ControlPlane
 from tests.support.controlplane_build import kube_apiserver_path
 from tests.support.etcd import EtcdProcess
-from tests.support.server import free_port
+from tests.support.server import children, free_port
 
 COREIO_EVENTS = "/apis/events.core.io/v1"
 KUBE_EVENTS = "/apis/events.k8s.io/v1"
@@ -216,16 +216,7 @@ def start_stack(directory: Path, coreio_args: tuple[str, ...] = ()) -> Stack:
 
 def tree(pid: int) -> list[int]:
     """A process and its children (a coreio of several workers is a supervisor and its workers)."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry.name))
-    return [pid, *children]
+    return [pid, *children(pid)]
 
 
 def rss_bytes(pid: int) -> int:

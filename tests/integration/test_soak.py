@@ -38,7 +38,7 @@ import aiohttp
 import pytest
 
 from tests.support.api import rb_path, rolebinding
-from tests.support.server import ServerProcess, backend_args, free_port
+from tests.support.server import ServerProcess, backend_args, children, free_port
 
 JSON = dict[str, Any]
 
@@ -344,20 +344,6 @@ def process_figures(pid: int) -> tuple[int, int, int]:
         threads += int(fields["Threads"])
         fds += len(os.listdir(f"/proc/{member}/fd"))
     return rss, threads, fds
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (a server's workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def trend(samples: list[Sample], value: Callable[[Sample], float]) -> float:

@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 
 from tests.support.api import EV_PATH
-from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port, start_server
+from tests.support.server import BACKENDS, ServerProcess, backend_args, children, free_port, start_server
 
 WORKERS = 2
 NAMESPACE = "workers"
@@ -41,20 +41,6 @@ def workers_server(
         yield process
     finally:
         process.stop()
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is `pid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def alive(pid: int) -> bool:

@@ -138,3 +138,17 @@ def server(
         yield process
     finally:
         process.stop()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a server's workers), read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
