@@ -13,6 +13,7 @@ from apiserver.admission import chained
 from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
+from apiserver.http.accessreviews import AccessReviewEndpoints
 from apiserver.http.discovery import Discovery, Resource
 from apiserver.http.handlers import ApiHandler
 from apiserver.http.health import PostStartHooks
@@ -41,6 +42,7 @@ from apiserver.rbac.webhook import WEBHOOK_PATH
 from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
+from apiserver.resources.rolebinding import ACCESS_REVIEWS, GROUP
 from apiserver.storage.interface import Storage
 from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
@@ -100,6 +102,7 @@ def build_app(
     if settings.standalone:
         # In a cluster kube-apiserver answers the self reviews; the aggregator never sends them here.
         SelfReviewEndpoints(authz.authorizer, authz.rules_for).add_routes(app)
+    AccessReviewEndpoints(authz, standalone=settings.standalone).add_routes(app)
     _add_api_routes(app, settings, storage, stores)
     OpenAPIService(kinds).add_routes(app.router)
     app.router.add_post(WEBHOOK_PATH, authz.webhook.handle)
@@ -214,6 +217,10 @@ def _add_api_routes(
     stored objects, when standalone; an empty legacy discovery behind an aggregator."""
     # Standalone, the self reviews are served here, so discovery lists them (kubectl create -f).
     reviews = tuple(Resource.create_only(*review) for review in REVIEWS) if settings.standalone else ()
+    # coreio's own reviews (kubectl coreio), beside the RoleBindings they are about.
+    reviews += tuple(
+        Resource.create_only(GROUP, plural, kind, namespaced=True) for plural, kind in ACCESS_REVIEWS
+    )
     discovery = Discovery(tuple(store.kind for store in stores), reviews)
     api = ApiHandler(stores, discovery, settings.min_request_timeout)
     app.router.add_route("*", "/apis", api.handle)

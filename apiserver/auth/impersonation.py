@@ -168,3 +168,12 @@ async def impersonate(authorizer: Authorizer, requestor: UserInfo, asked: list[R
         if not decision.allowed:
             raise forbidden(requestor, info, decision.reason)
     return impersonated_user(asked)
+
+
+def acting_as(name: str, groups: Iterable[str] = (), uid: str = "") -> UserInfo:
+    """Who `kubectl --as NAME --as-group G... --as-uid UID` acts as: the user with upstream's
+    implied groups (a service account's, system:authenticated)."""
+    headers = [(USER_HEADER, name), *((GROUP_HEADER, group) for group in groups)]
+    if uid:
+        headers.append((UID_HEADER, uid))
+    return impersonated_user(requested(headers))

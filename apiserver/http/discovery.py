@@ -53,9 +53,9 @@ class Resource:
         )
 
     @classmethod
-    def create_only(cls, group: str, plural: str, kind: str) -> Resource:
-        """A cluster-scoped kind that is only ever created (a review), version v1."""
-        return cls(group, "v1", plural, plural.removesuffix("s"), kind, False, ("create",))
+    def create_only(cls, group: str, plural: str, kind: str, *, namespaced: bool = False) -> Resource:
+        """A kind that is only ever created (a review), version v1."""
+        return cls(group, "v1", plural, plural.removesuffix("s"), kind, namespaced, ("create",))
 
     def legacy(self) -> JSON:
         """Its entry of an APIResourceList."""

@@ -322,6 +322,15 @@ class RolesNotReady(Exception):
     """The role source has not completed its first sync; no roleRef can be judged yet."""
 
 
+@dataclass(frozen=True)
+class Resolution:
+    """A binding's rules; or, when `error` says why, nothing: its problems, or roles not yet synced."""
+
+    rules: tuple[PolicyRule, ...] = ()
+    problems: tuple[BindingProblem, ...] = ()
+    error: str = ""
+
+
 # visitor(source description or None, rule or None, error message or None) -> keep going?
 RuleVisitor = Callable[[str | None, PolicyRule | None, str | None], bool]
 
@@ -415,6 +424,19 @@ class RBACAuthorizer:
         if not role_ref_supported(binding.role_ref):
             return ()
         return self.role_ref_rules(binding.role_ref, binding.namespace)
+
+    def resolve(self, binding: Binding) -> Resolution:
+        """What the binding grants, or why it grants nothing (its problems reported, as by
+        `binding_rules`)."""
+        try:
+            return Resolution(self.binding_rules(binding))
+        except BindingProblemError as exc:
+            return Resolution(problems=exc.problems, error=str(exc))
+        except RoleRefError as exc:
+            problem = binding.problem(ProblemReason.UNRESOLVABLE_ROLE_REF, str(exc))
+            return Resolution(problems=(problem,), error=str(exc))
+        except RolesNotReady as exc:
+            return Resolution(error=str(exc))
 
     def check_binding(self, binding: Binding) -> None:
         """Reports the binding's problems, resolution included (for an index to call on changes)."""

@@ -40,6 +40,7 @@ from apiserver.rbac.authorizer import ProblemReporter, RBACAuthorizer, rules_all
 from apiserver.rbac.bindings import BindingIndex, ProblemRecorder, RoleBindingStore
 from apiserver.rbac.escalation import EscalationGuard
 from apiserver.rbac.roles import (
+    ACCESS_REVIEWER_RULES,
     BASIC_USER_RULES,
     DISCOVERY_RULES,
     PUBLIC_INFO_RULES,
@@ -52,6 +53,7 @@ from apiserver.rbac.webhook import WEBHOOK_PATH, SubjectAccessReviewWebhook, Web
 from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS, EventKind, RoleBindingKind
 from apiserver.resources.base import Admission, ResourceKind
+from apiserver.resources.rolebinding import ACCESS_REVIEWER
 
 log = logging.getLogger(__name__)
 
@@ -118,36 +120,57 @@ class AlwaysAllowPaths:
         return NO_OPINION
 
 
+@dataclass(frozen=True)
+class BootstrapBinding:
+    """One of the default ClusterRoleBindings a standalone server holds in code (of the ClusterRole
+    of the same name), since it has no ClusterRoleBindings to store them."""
+
+    name: str
+    groups: tuple[str, ...]
+    rules: tuple[PolicyRule, ...]
+
+    def subject_group(self, user: UserInfo) -> str | None:
+        """The first group of the binding's that `user` is in (upstream's subject order)."""
+        return next((group for group in self.groups if group in user.groups), None)
+
+    def reason(self, group: str) -> str:
+        """Upstream's RBAC reason for what the binding allows."""
+        return (
+            f'RBAC: allowed by ClusterRoleBinding "{self.name}" of ClusterRole "{self.name}" to '
+            f'Group "{group}"'
+        )
+
+
+# Upstream's system:discovery, system:basic-user and system:public-info-viewer, and the access
+# reviews' (kubectl coreio) which an operator-installed server has as a real ClusterRoleBinding.
+BOOTSTRAP_BINDINGS = (
+    BootstrapBinding("system:discovery", (AUTHENTICATED_GROUP,), DISCOVERY_RULES),
+    BootstrapBinding("system:basic-user", (AUTHENTICATED_GROUP,), BASIC_USER_RULES),
+    BootstrapBinding(
+        "system:public-info-viewer", (AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP), PUBLIC_INFO_RULES
+    ),
+    BootstrapBinding(ACCESS_REVIEWER, (AUTHENTICATED_GROUP,), ACCESS_REVIEWER_RULES),
+)
+
+
 class BootstrapDiscovery:
-    """Upstream's default ClusterRoleBindings system:discovery and system:basic-user
-    (system:authenticated) and system:public-info-viewer (system:authenticated and
-    system:unauthenticated), for a standalone server, which has no ClusterRoleBindings to hold
-    them."""
+    """The `BOOTSTRAP_BINDINGS`, as an authorizer of a standalone server."""
 
     async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
-        groups = set(user.groups)
-        if AUTHENTICATED_GROUP in groups and rules_allow(info, DISCOVERY_RULES):
-            return Decision(True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"')
-        if AUTHENTICATED_GROUP in groups and rules_allow(info, BASIC_USER_RULES):
-            return Decision(True, _bootstrap_reason("system:basic-user", AUTHENTICATED_GROUP))
-        if groups & {AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP} and rules_allow(info, PUBLIC_INFO_RULES):
-            return Decision(True, 'RBAC: allowed by ClusterRoleBinding "system:public-info-viewer"')
+        return self.decide(user, info)
+
+    @staticmethod
+    def decide(user: UserInfo, info: RequestInfo) -> Decision:
+        for binding in BOOTSTRAP_BINDINGS:
+            group = binding.subject_group(user)
+            if group is not None and rules_allow(info, binding.rules):
+                return Decision(True, binding.reason(group))
         return NO_OPINION
 
     @staticmethod
     def rules(user: UserInfo) -> list[PolicyRule]:
         """The rules these bindings give `user` (for a rules review)."""
-        groups = set(user.groups)
-        rules: list[PolicyRule] = []
-        if AUTHENTICATED_GROUP in groups:
-            rules += (*BASIC_USER_RULES, *DISCOVERY_RULES)
-        if groups & {AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP}:
-            rules += PUBLIC_INFO_RULES
-        return rules
-
-
-def _bootstrap_reason(name: str, group: str) -> str:
-    return f'RBAC: allowed by ClusterRoleBinding "{name}" of ClusterRole "{name}" to Group "{group}"'
+        return [rule for b in BOOTSTRAP_BINDINGS if b.subject_group(user) is not None for rule in b.rules]
 
 
 def build_authorizer(
@@ -217,6 +240,8 @@ class Authorization:
     roles_sync_timeout: float = 60.0
     # Standalone: the rules of upstream's default ClusterRoleBindings count for every user.
     bootstrap_rules: bool = False
+    # In a cluster: the delegated SubjectAccessReview, as the chain asks it.
+    delegate: Authorizer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[PolicyRule], list[str]]:
@@ -330,6 +355,7 @@ def build_authorization(
         role_bindings=role_bindings,
         roles_sync_timeout=config.roles_sync_timeout,
         bootstrap_rules=bootstrap and config.mode == MODE_RBAC,
+        delegate=config.delegate if config.mode == MODE_RBAC else None,
     )
 
 

@@ -36,6 +36,8 @@ from apiserver.resources.base import (
     WRITE_VERBS,
     ResourceKind,
 )
+from apiserver.resources.rolebinding import ACCESS_REVIEWS
+from apiserver.resources.rolebinding import GROUP as ROLE_BINDING_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -431,6 +433,10 @@ BASIC_USER_RULES = (
     rule(["create"], groups=["authentication.k8s.io"], resources=["selfsubjectreviews"]),
 )
 
+# What coreio's ClusterRole ACCESS_REVIEWER holds: creating the access reviews (`kubectl coreio`).
+ACCESS_REVIEWER_RULES = (
+    rule(["create"], groups=[ROLE_BINDING_GROUP], resources=[plural for plural, _ in ACCESS_REVIEWS]),
+)
 
 # ----------------------------------------------------------------------------- static source
 

@@ -40,6 +40,15 @@ GROUP = "rbac.authorization.core.io"
 SERVICE_ACCOUNT_KIND = "ServiceAccount"
 USER_KIND = "User"
 GROUP_KIND = "Group"
+# The access reviews served beside RoleBindings (apiserver.rbac.accessreviews), as (plural, kind):
+# create-only and namespaced; what `kubectl coreio` asks. Everyone may create them (the ClusterRole
+# ACCESS_REVIEWER, bound to system:authenticated); each answers only what its caller may list.
+ACCESS_REVIEWS = (
+    ("resourceaccessreviews", "ResourceAccessReview"),
+    ("accessexplanations", "AccessExplanation"),
+    ("rolebindingreviews", "RoleBindingReview"),
+)
+ACCESS_REVIEWER = "coreio:access-reviewer"
 
 _OPTIONAL = Go(omitempty=True)
 _SUBJECT_ORDER = ("kind", "apiGroup", "name", "namespace")
