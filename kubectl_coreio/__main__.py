@@ -1,0 +1,3 @@
+from kubectl_coreio.cli import main
+
+main()
