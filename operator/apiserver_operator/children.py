@@ -1,10 +1,11 @@
 """What one Installation becomes in the cluster: the manifests of its children, as plain functions.
 
 Namespaced children live in the Installation's namespace, are named after it and carry an
-ownerReference to it. Cluster-scoped children (APIServices, the RBAC of delegated authentication)
-and the RoleBinding in kube-system cannot have a namespaced owner, so their names are fixed (one
-Installation per cluster owns the API groups) and the annotation `operator.core.io/installation`
-(`<namespace>/<name>`) says whose they are; the operator deletes them itself when the Installation goes.
+ownerReference to it. Cluster-scoped children (APIServices, the RBAC of delegated authentication and
+of the access reviews) and the RoleBinding in kube-system cannot have a namespaced owner, so their
+names are fixed (one Installation per cluster owns the API groups) and the annotation
+`operator.core.io/installation` (`<namespace>/<name>`) says whose they are; the operator deletes them
+itself when the Installation goes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from dataclasses import dataclass
 
 from apiserver.machinery.types import JSON
+from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
+from apiserver.resources.rolebinding import GROUP as RBAC_GROUP
 from apiserver_operator.spec import GROUP, KIND, VERSION, InstallationSpec
 
 API_GROUPS = ("rbac.authorization.core.io", "events.core.io")
@@ -32,6 +35,9 @@ RUN_AS = 65532
 CLUSTER_ROLE = "coreio:apiserver"
 AUTH_DELEGATOR_BINDING = "coreio:auth-delegator"
 AUTH_READER_BINDING = "coreio:authentication-reader"
+# Everyone authenticated may ask coreio's access reviews (the server then checks what the caller
+# may list), as upstream's system:basic-user gives everyone selfsubjectaccessreviews.
+AUTHENTICATED = {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}
 
 
 @dataclass(frozen=True)
@@ -108,20 +114,53 @@ def _subjects(inst: Installation) -> list[JSON]:
     return [{"kind": "ServiceAccount", "name": inst.name, "namespace": inst.namespace}]
 
 
-def _binding(inst: Installation, kind: str, name: str, role_kind: str, role: str, ns: str | None) -> JSON:
+def _binding(
+    inst: Installation,
+    kind: str,
+    name: str,
+    role_kind: str,
+    role: str,
+    ns: str | None,
+    subjects: list[JSON] | None = None,
+) -> JSON:
+    """A binding of `role` to `subjects`, by default the API server's ServiceAccount."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
         "metadata": _meta(inst, name, ns, owned=False),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-        "subjects": _subjects(inst),
+        "subjects": _subjects(inst) if subjects is None else subjects,
     }
+
+
+def access_reviewer(inst: Installation) -> list[JSON]:
+    """The ClusterRole ACCESS_REVIEWER (create the access reviews) and its binding to every
+    authenticated user: kube-apiserver authorizes requests with the cluster's RBAC before it
+    proxies them to coreio, so the grant a standalone server has built in must exist here."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(inst, ACCESS_REVIEWER, owned=False),
+        "rules": [
+            {
+                "apiGroups": [RBAC_GROUP],
+                "resources": [plural for plural, _ in ACCESS_REVIEWS],
+                "verbs": ["create"],
+            }
+        ],
+    }
+    subjects = [dict(AUTHENTICATED)]
+    binding = _binding(
+        inst, "ClusterRoleBinding", ACCESS_REVIEWER, "ClusterRole", ACCESS_REVIEWER, None, subjects
+    )
+    return [role, binding]
 
 
 def rbac(inst: Installation) -> list[JSON]:
     """Delegated authentication and authorization (TokenReview, SubjectAccessReview and the
     extension-apiserver-authentication ConfigMap), read access to the cluster's Roles and
-    ClusterRoles for coreio's RBAC authorizer and to its Namespaces for namespace lifecycle admission."""
+    ClusterRoles for coreio's RBAC authorizer and to its Namespaces for namespace lifecycle
+    admission; and everyone's right to create the access reviews (`access_reviewer`)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -150,6 +189,7 @@ def rbac(inst: Installation) -> list[JSON]:
             "extension-apiserver-authentication-reader",
             "kube-system",
         ),
+        *access_reviewer(inst),
     ]
 
 

@@ -210,9 +210,19 @@ def test_installation_reconciled_into_children(installed: Installed) -> None:
         ("clusterrolebinding", "coreio:auth-delegator"),
         ("clusterrolebinding", "coreio:apiserver"),
         ("clusterrole", "coreio:apiserver"),
+        ("clusterrolebinding", "coreio:access-reviewer"),
+        ("clusterrole", "coreio:access-reviewer"),
     ]:
         assert installed.get(kind, name) is not None, f"{kind}/{name} missing"
     assert installed.get("rolebinding", "coreio:authentication-reader", "-n", "kube-system") is not None
+    # Everyone authenticated may create the access reviews (which the operator could grant only
+    # because the chart gives it the same right).
+    can = installed.plane.run(
+        "auth", "can-i", "create", "resourceaccessreviews.rbac.authorization.core.io",
+        "--as=nobody-in-particular", "-n", "default",
+        check=False,
+    )  # fmt: skip
+    assert can.stdout.strip() == "yes", can.stderr
     serving = installed.get("secret", "coreio-serving", "-n", NS)
     assert serving is not None and serving["type"] == "kubernetes.io/tls"
     for name in APISERVICES:
@@ -531,6 +541,8 @@ def test_deleting_the_installation_removes_its_children(installed: Installed) ->
         ("apiservice", APISERVICES[1], ""),
         ("clusterrolebinding", "coreio:auth-delegator", ""),
         ("clusterrole", "coreio:apiserver", ""),
+        ("clusterrolebinding", "coreio:access-reviewer", ""),
+        ("clusterrole", "coreio:access-reviewer", ""),
         ("rolebinding", "coreio:authentication-reader", "kube-system"),
         ("deployment", "coreio", NS),
         ("service", "coreio", NS),

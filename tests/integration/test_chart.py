@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apiserver_operator import children
+from apiserver_operator.children import Installation
+from apiserver_operator.spec import InstallationSpec
 
+from apiserver.resources.rolebinding import ACCESS_REVIEWS
 from tests.support import manifests
 from tests.support.helm import Helm
 from tests.support.manifests import ManifestError, load_yaml_documents, project_crds, validate_manifests
@@ -394,6 +398,7 @@ OPERATOR_GRANTS = {
     *grants("rbac.authorization.k8s.io", ["roles"], ["bind"], ("extension-apiserver-authentication-reader",)),
     *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
     *grants("events.core.io", ["events"], ["get", "list", "watch", "delete", "deletecollection"]),
+    *grants("rbac.authorization.core.io", [plural for plural, _ in ACCESS_REVIEWS], ["create"]),
 }
 
 
@@ -409,6 +414,21 @@ def test_operator_cluster_role_grants_exactly_what_it_needs(helm: ChartHelm) -> 
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
     ]
+
+
+def test_operator_holds_what_it_grants(helm: ChartHelm) -> None:
+    """kube-apiserver's RBAC escalation check: the operator may write a ClusterRole only with rules
+    it holds itself, and bind a role it did not write only with `bind` on it."""
+    held = granted(only(render(helm), "ClusterRole", OPERATOR)["rules"])
+    objects = children.rbac(Installation(NAMESPACE, RELEASE, "uid", InstallationSpec()))
+    written = {o["metadata"]["name"] for o in objects if o["kind"] == "ClusterRole"}
+    for obj in objects:
+        if obj["kind"] == "ClusterRole":
+            assert granted(obj["rules"]) <= held, manifests.describe(obj)
+            continue
+        ref = obj["roleRef"]
+        plural = {"ClusterRole": "clusterroles", "Role": "roles"}[ref["kind"]]
+        assert ref["name"] in written or ("rbac.authorization.k8s.io", plural, "bind", ref["name"]) in held
 
 
 def test_operator_role_holds_its_lease(helm: ChartHelm) -> None:

@@ -13,8 +13,10 @@ prefix in the control plane's etcd) with:
   front-proxy CA as `--requestheader-client-ca-file` allowing only `front-proxy-client`.
 
 In the cluster: Namespace `coreio-system`, a Service `coreio` of type ExternalName pointing at
-`localhost` (the aggregator dials `externalName:<APIService port>` for those), and one APIService
-per group carrying the port and the CA bundle.
+`localhost` (the aggregator dials `externalName:<APIService port>` for those), one APIService
+per group carrying the port and the CA bundle, and the operator's own ClusterRole and
+ClusterRoleBinding `coreio:access-reviewer` (`children.access_reviewer`), which let every
+authenticated user through kube-apiserver's RBAC to create the access reviews.
 
 The files sit where `ServerProcess` and `tests.support.api.Api` look for a standalone server's
 (`pki/ca.crt` = the CA of the serving certificate, `pki/admin.crt` = a client certificate), so the
@@ -33,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apiserver_operator import children
+from apiserver_operator.children import Installation
+from apiserver_operator.spec import InstallationSpec
 
 from apiserver import pki
 from tests.support.controlplane import FRONT_PROXY_CLIENT, ControlPlane
@@ -227,7 +232,9 @@ class AggregatedCoreio:
                     },
                 }
             )
-        return objects
+        # kube-apiserver authorizes the reviews with its own RBAC before it proxies them to coreio.
+        installation = Installation(NAMESPACE, SERVICE, "", InstallationSpec())
+        return objects + children.access_reviewer(installation)
 
     def register(self) -> None:
         self.plane.apply(*self.manifests())

@@ -12,11 +12,13 @@ import pytest
 import yaml
 from apiserver_operator import children, reconcile
 from apiserver_operator.children import Installation
+from apiserver_operator.kube import KubeClient
 from apiserver_operator.spec import InstallationSpec, parse_spec
 
 from apiserver import pki
 from apiserver.cluster.connection import in_cluster_connection
 from apiserver.machinery.types import JSON
+from apiserver.resources.rolebinding import ACCESS_REVIEWER
 from tests.support.manifests import validate_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +204,66 @@ def test_the_server_runs_a_worker_per_core_the_pod_is_given(resources: JSON, exp
     deployment = _deployment(_rendered(_installation({"resources": resources})))
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert f"--workers={expected}" in args
+
+
+def test_everyone_authenticated_may_create_the_access_reviews() -> None:
+    """kube-apiserver authorizes a request with the cluster's RBAC before it proxies it to coreio:
+    the grant a standalone server has built in is a ClusterRole bound to system:authenticated."""
+    objects = children.rbac(_installation({}))
+    role = next(o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == ACCESS_REVIEWER)
+    assert role["rules"] == [
+        {
+            "apiGroups": ["rbac.authorization.core.io"],
+            "resources": ["resourceaccessreviews", "accessexplanations", "rolebindingreviews"],
+            "verbs": ["create"],
+        }
+    ]
+    binding = next(
+        o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == ACCESS_REVIEWER
+    )
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "coreio:access-reviewer",
+    }
+    assert binding["subjects"] == [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}
+    ]
+    # Cluster-scoped, so the operator deletes them itself: no owner, the annotation says whose.
+    for obj in (role, binding):
+        assert "ownerReferences" not in obj["metadata"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "coreio-operator"
+
+
+class _Cluster(KubeClient):
+    """Objects by path: apply, create, get and delete, as far as reconciliation uses them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, JSON] = {}
+
+    async def get_or_none(self, path: str) -> JSON | None:
+        return self.objects.get(path)
+
+    async def apply(self, path: str, obj: JSON, *, field_manager: str = "test") -> JSON:
+        self.objects[path] = obj
+        return obj
+
+    async def create(self, path: str, obj: JSON) -> JSON:
+        return await self.apply(reconcile.path_of(obj), obj)
+
+    async def delete(self, path: str, options: JSON | None = None) -> bool:
+        return self.objects.pop(path, None) is not None
+
+
+async def test_the_access_reviewer_comes_and_goes_with_the_installation() -> None:
+    cluster, inst = _Cluster(), _installation({})
+    await reconcile.apply_children(cluster, inst, b"PEM")
+    paths = {reconcile.path_of(o) for o in children.access_reviewer(inst)}
+    assert paths == {
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/coreio:access-reviewer",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/coreio:access-reviewer",
+    }
+    assert paths <= set(cluster.objects)
+    removed = await reconcile.remove_children(cluster, inst)
+    assert {f"ClusterRole {ACCESS_REVIEWER}", f"ClusterRoleBinding {ACCESS_REVIEWER}"} <= set(removed)
+    assert not paths & set(cluster.objects)
