@@ -126,7 +126,10 @@ def bindings(connection: Connection, output: Output, namespace: str, problems_on
             b.get("namespace", ""),
             b.get("name", ""),
             printing.reference(b.get("roleRef")),
-            ",".join(f"{s.get('kind')}/{printing.subject(s)}" for s in b.get("subjects") or []),
+            ",".join(
+                f"{s.get('kind')}/{printing.subject(s, b.get('namespace', ''))}"
+                for s in b.get("subjects") or []
+            ),
             ",".join(p.get("reason", "") for p in b.get("problems") or []),
         ]
         for b in found

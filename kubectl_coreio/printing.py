@@ -46,10 +46,11 @@ def rule(rule: dict[str, Any]) -> str:
     return f"{verbs} {shown}/" + ",".join(names) if names else f"{verbs} {shown}"
 
 
-def subject(entry: dict[str, Any]) -> str:
-    """A subject's name; a service account's as namespace/name."""
-    if entry.get("kind") == "ServiceAccount" and entry.get("namespace"):
-        return f"{entry['namespace']}/{entry.get('name', '')}"
+def subject(entry: dict[str, Any], namespace: str = "") -> str:
+    """A subject's name; a service account's as namespace/name (its binding's `namespace` when it
+    names none)."""
+    if entry.get("kind") == "ServiceAccount" and (entry.get("namespace") or namespace):
+        return f"{entry.get('namespace') or namespace}/{entry.get('name', '')}"
     return str(entry.get("name", ""))
 
 
