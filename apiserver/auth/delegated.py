@@ -26,7 +26,7 @@ from cryptography import x509
 
 from apiserver import pki
 from apiserver.auth.authn import RequestHeaderAuthenticator, RequestHeaderConfig
-from apiserver.auth.authz import ALLOW, Decision
+from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.cluster.connection import ClusterClient, ClusterError
 from apiserver.machinery import errors
@@ -203,11 +203,11 @@ class SubjectAccessReviewAuthorizer:
             log.warning("SubjectAccessReview failed: %s", exc)
             # As upstream: an authorizer that could not decide is an internal error, not a 403.
             raise errors.internal_error(f"authorization failed: {exc}") from exc
-        if status.get("allowed") and not status.get("denied"):
-            self._allowed.put(key, ALLOW)
-            return ALLOW
-        decision = Decision(False, str(status.get("reason", "")))
-        self._denied.put(key, decision)
+        # The reason is kept either way, as upstream's webhook authorizer keeps it.
+        decision = Decision(
+            bool(status.get("allowed") and not status.get("denied")), str(status.get("reason", ""))
+        )
+        (self._allowed if decision.allowed else self._denied).put(key, decision)
         return decision
 
 

@@ -9,10 +9,6 @@ may only list RoleBindings in shop (a Role of the roles file); otto has nothing.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +18,7 @@ import pytest
 import yaml
 
 from tests.support.api import Api, rb_path, rolebinding
+from tests.support.plugin import Plugin, rows
 from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.tools
@@ -37,8 +34,6 @@ LISTER_ROLE = {
     ],
 }
 USERS = {"tina": "dev,qa", "nadia": "", "lena": "", "otto": ""}
-# The venv's scripts, where `pip install` put kubectl-coreio: how kubectl finds the plugin.
-PLUGIN_PATH = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def _bindings() -> list[tuple[str, dict[str, Any]]]:
@@ -118,28 +113,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-class Plugin:
-    """`kubectl coreio ...` as one user of the server (kubectl takes no flag before a plugin's
-    name: the kubeconfig goes in KUBECONFIG)."""
-
-    def __init__(self, kubectl: Path, kubeconfig: Path) -> None:
-        self.kubectl = kubectl
-        self.env = {**os.environ, **PLUGIN_PATH, "KUBECONFIG": str(kubeconfig)}
-
-    def run(self, *args: str) -> tuple[int, str, str]:
-        command = [str(self.kubectl), "coreio", *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=self.env)
-        return done.returncode, done.stdout, done.stderr
-
-    def ok(self, *args: str) -> str:
-        code, out, err = self.run(*args)
-        assert code == 0, err
-        return out
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.ok(*args, "-o", "json"))
-
-
 def _as(server: ServerProcess, name: str) -> Path:
     config = yaml.safe_load(server.kubeconfig.read_text())
     for entry in config["users"]:
@@ -159,11 +132,6 @@ def users(kubectl: Path, server: ServerProcess) -> dict[str, Plugin]:
     return {name: Plugin(kubectl, _as(server, name)) for name in USERS}
 
 
-def _rows(out: str) -> list[list[str]]:
-    """A kubectl table's rows, cells split on the padding (no cell here holds three spaces)."""
-    return [[cell.strip() for cell in line.split("   ") if cell.strip()] for line in out.splitlines()]
-
-
 # ----------------------------------------------------------------------------- who-can
 
 
@@ -171,7 +139,7 @@ def test_who_can_lists_every_subject_with_its_binding_role_and_rule(admin: Plugi
     code, out, err = admin.run("who-can", "list", "events", "-n", SHOP)
     assert code == 0, err
     rule = f"[get list watch] {EV}"
-    assert _rows(out) == [
+    assert rows(out) == [
         ["SUBJECT", "KIND", "BINDING", "ROLE", "RULE"],
         [
             "system:masters",
@@ -248,7 +216,7 @@ def test_why_shows_the_chain_and_the_binding_that_grants_nothing(admin: Plugin) 
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == f"denied: tina create {EV} in namespace {SHOP}"
-    assert _rows("\n".join(lines[2:6])) == [
+    assert rows("\n".join(lines[2:6])) == [
         ["AUTHORIZER", "ROLEBINDING", "ROLE", "DECISION", "REASON"],
         ["PrivilegedGroups", "<none>", "<none>", "NoOpinion", 'not in group "system:masters"'],
         [
@@ -267,7 +235,7 @@ def test_why_shows_the_chain_and_the_binding_that_grants_nothing(admin: Plugin) 
             'subjects[0]: User "tina" is not namespaced, but namespace is "shop"]',
         ],
     ]
-    assert _rows(lines[6]) == [
+    assert rows(lines[6]) == [
         ["RBAC", "team-view", "ClusterRole/view", "NoOpinion", 'no rule of ClusterRole "view" allows it']
     ]
     assert lines[7:] == ["", f"2 other RoleBinding(s) in {SHOP} name neither tina nor its groups"]
@@ -303,7 +271,7 @@ def test_why_a_service_account_gets_its_groups(admin: Plugin) -> None:
 def test_bindings_with_problems_are_named_with_why(admin: Plugin) -> None:
     code, out, err = admin.run("bindings", "--problems")
     assert (code, err) == (0, "")
-    assert _rows(out) == [
+    assert rows(out) == [
         ["NAMESPACE", "NAME", "REASON", "MESSAGE"],
         [OTHER, "stale", "UnresolvableRoleRef", 'role.rbac.authorization.k8s.io "gone" not found'],
         [
@@ -322,9 +290,9 @@ def test_bindings_with_problems_are_named_with_why(admin: Plugin) -> None:
 
 
 def test_bindings_lists_every_binding_with_its_problems(admin: Plugin) -> None:
-    rows = _rows(admin.ok("bindings", "-n", SHOP))
-    assert rows[0] == ["NAMESPACE", "NAME", "ROLE", "SUBJECTS", "PROBLEMS"]
-    assert rows[1:] == [
+    table = rows(admin.ok("bindings", "-n", SHOP))
+    assert table[0] == ["NAMESPACE", "NAME", "ROLE", "SUBJECTS", "PROBLEMS"]
+    assert table[1:] == [
         [SHOP, "broken", "ClusterRole/no-such-role", "User/tina", "UnresolvableRoleRef,NamespacedSubject"],
         [SHOP, "listers", "Role/binding-lister", "User/lena", "<none>"],
         [SHOP, "shop-admin", "ClusterRole/admin", "User/nadia", "<none>"],
