@@ -43,6 +43,7 @@ from apiserver.rbac.roles import (
     ACCESS_REVIEWER_RULES,
     BASIC_USER_RULES,
     DISCOVERY_RULES,
+    ISSUER_DISCOVERY_RULES,
     PUBLIC_INFO_RULES,
     ClusterRoleSource,
     PolicyRule,
@@ -58,6 +59,7 @@ from apiserver.resources.rolebinding import ACCESS_REVIEWER
 log = logging.getLogger(__name__)
 
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
+SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
 ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 NO_OPINION = Decision(False)
 
@@ -141,13 +143,18 @@ class BootstrapBinding:
         )
 
 
-# Upstream's system:discovery, system:basic-user and system:public-info-viewer, and the access
-# reviews' (kubectl coreio) which an operator-installed server has as a real ClusterRoleBinding.
+# Upstream's system:discovery, system:basic-user, system:public-info-viewer and
+# system:service-account-issuer-discovery (the OpenID paths are not served here, but the rules
+# reviews answer as upstream's); and the access reviews' (kubectl coreio), which an
+# operator-installed server has as a real ClusterRoleBinding.
 BOOTSTRAP_BINDINGS = (
     BootstrapBinding("system:discovery", (AUTHENTICATED_GROUP,), DISCOVERY_RULES),
     BootstrapBinding("system:basic-user", (AUTHENTICATED_GROUP,), BASIC_USER_RULES),
     BootstrapBinding(
         "system:public-info-viewer", (AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP), PUBLIC_INFO_RULES
+    ),
+    BootstrapBinding(
+        "system:service-account-issuer-discovery", (SERVICE_ACCOUNTS_GROUP,), ISSUER_DISCOVERY_RULES
     ),
     BootstrapBinding(ACCESS_REVIEWER, (AUTHENTICATED_GROUP,), ACCESS_REVIEWER_RULES),
 )

@@ -432,6 +432,18 @@ BASIC_USER_RULES = (
     ),
     rule(["create"], groups=["authentication.k8s.io"], resources=["selfsubjectreviews"]),
 )
+# Upstream's system:service-account-issuer-discovery (bound to every service account).
+ISSUER_DISCOVERY_RULES = (
+    rule(
+        ["get"],
+        urls=[
+            "/.well-known/openid-configuration",
+            "/.well-known/openid-configuration/",
+            "/openid/v1/jwks",
+            "/openid/v1/jwks/",
+        ],
+    ),
+)
 
 # What coreio's ClusterRole ACCESS_REVIEWER holds: creating the access reviews (`kubectl coreio`).
 ACCESS_REVIEWER_RULES = (
