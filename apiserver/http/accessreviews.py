@@ -94,7 +94,8 @@ class AccessReviewEndpoints:
         user = acting_as(name, groups, uid)
         if user.name != caller.name or not set(user.groups) <= set(caller.groups):
             await self._require(caller, ask_about_others(namespace))
-        found = await explain(self.authz, user, info)
+        authz = self.authz
+        found = await explain(authz.rbac, user, info, defaults=authz.bootstrap_rules, delegate=authz.delegate)
         written: JSON = {
             "user": name,
             **({"groups": groups} if groups else {}),

@@ -28,7 +28,7 @@ from apiserver.rbac.authorizer import (
     Subject,
     service_account_username,
 )
-from apiserver.rbac.chain import Authorization, BootstrapDiscovery
+from apiserver.rbac.chain import BootstrapDiscovery
 from apiserver.rbac.roles import PolicyRule
 from apiserver.rbac.whocan import first_allowing
 from apiserver.resources.rolebinding import SERVICE_ACCOUNT_KIND
@@ -84,17 +84,25 @@ class Explanation:
         return errors.aggregate_message(found) if found else ""
 
 
-async def explain(authz: Authorization, user: UserInfo, info: RequestInfo) -> Explanation:
-    """Every step's decision on `info` for `user`, none cut short by another's."""
-    found = Explanation([_privileged(authz.rbac, user)])
-    if authz.bootstrap_rules:
+async def explain(
+    rbac: RBACAuthorizer,
+    user: UserInfo,
+    info: RequestInfo,
+    *,
+    defaults: bool = False,
+    delegate: Authorizer | None = None,
+) -> Explanation:
+    """Every step's decision on `info` for `user`, none cut short by another's. `defaults`: the
+    chain holds the default ClusterRoleBindings (standalone); `delegate`: it asks the cluster."""
+    found = Explanation([_privileged(rbac, user)])
+    if defaults:
         default = BootstrapDiscovery.decide(user, info)
         reason = default.reason or "no default ClusterRoleBinding allows it"
         found.decisions.append(Decision(Step.DEFAULTS, _verdict(default.allowed), reason))
-    if authz.delegate is not None:
-        found.decisions.append(await _delegated(authz.delegate, user, info))
-    for binding in sorted(authz.rbac.bindings.role_bindings(info.namespace), key=lambda b: b.name):
-        decision = _role_binding(authz.rbac, binding, user, info)
+    if delegate is not None:
+        found.decisions.append(await _delegated(delegate, user, info))
+    for binding in sorted(rbac.bindings.role_bindings(info.namespace), key=lambda b: b.name):
+        decision = _role_binding(rbac, binding, user, info)
         if decision is None:
             found.other_bindings += 1
         else:
