@@ -83,8 +83,12 @@ def test_api_resources_through_the_cluster(
     assert [line[:5] for line in lines] == [["events", "ev", "events.core.io/v1", "true", "Event"]]
     assert "deletecollection" in events and "watch" in events
     rbac = control_plane.run("api-resources", "--api-group=rbac.authorization.core.io").stdout
+    version = "rbac.authorization.core.io/v1"
     assert [line.split() for line in rbac.splitlines()[1:]] == [
-        ["rolebindings", "rbac.authorization.core.io/v1", "true", "RoleBinding"]
+        ["accessexplanations", version, "true", "AccessExplanation"],
+        ["resourceaccessreviews", version, "true", "ResourceAccessReview"],
+        ["rolebindingreviews", version, "true", "RoleBindingReview"],
+        ["rolebindings", version, "true", "RoleBinding"],
     ]
 
 

@@ -729,16 +729,23 @@ def test_api_resources(kubectl_cli: Kubectl) -> None:
         ["events", "ev", "events.core.io/v1", "true", "Event"],
     ]
     out = kubectl_cli.run("api-resources", "--api-group=rbac.authorization.core.io", "-o", "wide").stdout
-    header, row = (line.split() for line in out.splitlines())
+    header, *rows = (line.split() for line in out.splitlines())
     assert header == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"]
-    assert row == [
-        "rolebindings",
-        "rbac.authorization.core.io/v1",
-        "true",
-        "RoleBinding",
-        "create,delete,deletecollection,get,list,patch,update,watch",
+    version = "rbac.authorization.core.io/v1"
+    # The RoleBindings, and beside them the create-only access reviews kubectl coreio asks.
+    assert rows == [
+        ["accessexplanations", version, "true", "AccessExplanation", "create"],
+        ["resourceaccessreviews", version, "true", "ResourceAccessReview", "create"],
+        ["rolebindingreviews", version, "true", "RoleBindingReview", "create"],
+        [
+            "rolebindings",
+            version,
+            "true",
+            "RoleBinding",
+            "create,delete,deletecollection,get,list,patch,update,watch",
+        ],
     ]
-    names = kubectl_cli.run("api-resources", "--namespaced=true", "-o", "name").stdout.split()
+    names = kubectl_cli.run("api-resources", "--namespaced=true", "--verbs=list", "-o", "name").stdout.split()
     assert names == ["events.events.core.io", "rolebindings.rbac.authorization.core.io"]
 
 
