@@ -1,7 +1,7 @@
 """`kubectl coreio` (the console script `kubectl-coreio`): flags, then one of the commands.
 
-    kubectl coreio who-can VERB TYPE[/NAME] [-n NS] [--subresource S]
-    kubectl coreio why USER VERB TYPE[/NAME] [-n NS] [--group G]... [--subresource S]
+    kubectl coreio who-can VERB TYPE[/NAME]|URL [-n NS] [--subresource S]
+    kubectl coreio why USER VERB TYPE[/NAME]|URL [-n NS] [--group G]... [--subresource S]
     kubectl coreio bindings [--problems] [-n NS | -A]
 
 and everywhere: --kubeconfig, --context, --as, --as-group, -o json|yaml. A mistake on the command
@@ -61,12 +61,12 @@ def parser() -> Parser:
     sub = top.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
     who = sub.add_parser("who-can", parents=[common], help="every subject allowed, with the binding and rule")
     who.add_argument("verb", metavar="VERB")
-    who.add_argument("type", metavar="TYPE[/NAME]")
+    who.add_argument("type", metavar="TYPE[/NAME]|URL")
     _namespaced(who)
     why = sub.add_parser("why", parents=[common], help="whether a user may, and each authorizer's decision")
     why.add_argument("user", metavar="USER")
     why.add_argument("verb", metavar="VERB")
-    why.add_argument("type", metavar="TYPE[/NAME]")
+    why.add_argument("type", metavar="TYPE[/NAME]|URL")
     why.add_argument("--group", action="append", default=[], metavar="G", help="a group of USER (repeatable)")
     _namespaced(why)
     bindings = sub.add_parser(

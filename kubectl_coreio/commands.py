@@ -37,7 +37,7 @@ def _path(namespace: str, plural: str) -> str:
 
 
 def who_can(connection: Connection, output: Output, verb: str, target: Target, namespace: str) -> int:
-    spec = {"resourceAttributes": target.attributes(verb)}
+    spec = target.spec(verb)
     answer = connection.post(_path(namespace, "resourceaccessreviews"), _review("ResourceAccessReview", spec))
     if output.format:
         printing.document(output.out, answer, output.format)
@@ -70,7 +70,7 @@ def why(
     target: Target,
     namespace: str,
 ) -> int:
-    spec: dict[str, Any] = {"user": user, "resourceAttributes": target.attributes(verb)}
+    spec: dict[str, Any] = {"user": user, **target.spec(verb)}
     if groups:
         spec["groups"] = groups
     answer = connection.post(_path(namespace, "accessexplanations"), _review("AccessExplanation", spec))
@@ -79,7 +79,8 @@ def why(
         return 0
     status = answer.get("status") or {}
     verdict = "allowed" if status.get("allowed") else "denied"
-    output.out.write(f"{verdict}: {user} {verb} {target} in namespace {namespace}\n")
+    where = "" if target.url else f" in namespace {namespace}"
+    output.out.write(f"{verdict}: {user} {verb} {target}{where}\n")
     if status.get("reason"):
         output.out.write(f"reason: {status['reason']}\n")
     output.out.write("\n")

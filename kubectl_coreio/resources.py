@@ -18,20 +18,26 @@ COREIO_GROUPS = ("rbac.authorization.core.io", "events.core.io")
 
 @dataclass(frozen=True)
 class Target:
-    """What a command asks about: a resource of a group (and a subresource and name)."""
+    """What a command asks about: a resource of a group (and a subresource and name), or a
+    non-resource URL such as /healthz (`url`), as `kubectl auth can-i` takes them."""
 
-    group: str
-    resource: str
+    group: str = ""
+    resource: str = ""
     subresource: str = ""
     name: str = ""
+    url: str = ""
 
-    def attributes(self, verb: str) -> dict[str, str]:
-        """As a review's `spec.resourceAttributes`."""
+    def spec(self, verb: str) -> dict[str, dict[str, str]]:
+        """As a review's `spec.resourceAttributes` or `spec.nonResourceAttributes`."""
+        if self.url:
+            return {"nonResourceAttributes": {"path": self.url, "verb": verb}}
         given = {"verb": verb, "group": self.group, "resource": self.resource}
         given.update({"subresource": self.subresource, "name": self.name})
-        return {key: value for key, value in given.items() if value or key == "group"}
+        return {"resourceAttributes": {key: value for key, value in given.items() if value or key == "group"}}
 
     def __str__(self) -> str:
+        if self.url:
+            return self.url
         shown = f"{self.resource}.{self.group}" if self.group else self.resource
         if self.subresource:
             shown += f"/{self.subresource}"
@@ -72,7 +78,9 @@ def _from_aggregated(body: dict[str, Any]) -> Iterator[Listed]:
 
 
 def resolve(connection: Connection, given: str, subresource: str = "") -> tuple[Target, str]:
-    """The target `TYPE[/NAME]` names, and a warning when no server lists that type."""
+    """The target `TYPE[/NAME]` (or a URL) names, and a warning when no server lists that type."""
+    if given.startswith("/"):
+        return Target(url=given), ""
     kind, _, name = given.partition("/")
     resource, _, group = kind.lower().partition(".")
     for entry in listed(connection):

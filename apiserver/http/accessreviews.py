@@ -85,7 +85,7 @@ class AccessReviewEndpoints:
         await self._require(caller, list_role_bindings(namespace))
         found = who_can(self.authz.rbac, info, bootstrap=self.authz.bootstrap_rules)
         status = reviews.who_can_status(found, incomplete=not self.standalone)
-        return reviews.answer(reviews.RESOURCE_ACCESS_REVIEW, namespace, {"resourceAttributes": spec}, status)
+        return reviews.answer(reviews.RESOURCE_ACCESS_REVIEW, namespace, spec, status)
 
     async def _explain(self, caller: UserInfo, namespace: str, body: JSON) -> JSON:
         name, groups, uid = reviews.subject_of(body)
@@ -101,7 +101,7 @@ class AccessReviewEndpoints:
             **({"groups": groups} if groups else {}),
             **({"uid": uid} if uid else {}),
         }
-        written["resourceAttributes"] = spec
+        written.update(spec)
         return reviews.answer(
             reviews.ACCESS_EXPLANATION, namespace, written, reviews.explanation_status(found)
         )

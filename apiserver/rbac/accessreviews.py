@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from apiserver.auth.attributes import resource_attributes
+from apiserver.auth.attributes import non_resource_attributes, resource_attributes
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery import errors
 from apiserver.machinery.types import JSON
@@ -51,9 +51,20 @@ def check_namespace(body: JSON, namespace: str) -> None:
 
 
 def attributes(kind: str, body: JSON, namespace: str) -> tuple[JSON, RequestInfo]:
-    """`spec.resourceAttributes` as written back (empty fields left out), and the request they
-    describe in `namespace`; verb and resource are required."""
-    given = member(member(body, "spec"), "resourceAttributes")
+    """The spec's attributes as written back (`resourceAttributes` in `namespace`, or
+    `nonResourceAttributes`: exactly one, as upstream's reviews), and the request they describe."""
+    spec = member(body, "spec")
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if non_resource is not None:
+        if resource is not None:
+            detail = "cannot be specified in combination with resourceAttributes"
+            raise _invalid(kind, errors.invalid("spec.nonResourceAttributes", non_resource, detail))
+        return _non_resource(kind, non_resource if isinstance(non_resource, dict) else {})
+    return _resource(kind, resource if isinstance(resource, dict) else {}, namespace)
+
+
+def _resource(kind: str, given: JSON, namespace: str) -> tuple[JSON, RequestInfo]:
+    """Verb and resource required; the namespace is the request's."""
     written = {key: str(given[key]) for key in _ATTRIBUTES if given.get(key)}
     path = "spec.resourceAttributes"
     missing = [errors.required(f"{path}.{key}") for key in ("verb", "resource") if key not in written]
@@ -72,7 +83,17 @@ def attributes(kind: str, body: JSON, namespace: str) -> tuple[JSON, RequestInfo
         namespace=namespace,
         name=written.get("name", ""),
     )
-    return written, info
+    return {"resourceAttributes": written}, info
+
+
+def _non_resource(kind: str, given: JSON) -> tuple[JSON, RequestInfo]:
+    """A path (such as /healthz) and a verb, both required; RoleBindings never grant these."""
+    written = {key: str(given[key]) for key in ("path", "verb") if given.get(key)}
+    path = "spec.nonResourceAttributes"
+    missing = [errors.required(f"{path}.{key}") for key in ("path", "verb") if key not in written]
+    if missing:
+        raise _invalid(kind, *missing)
+    return {"nonResourceAttributes": written}, non_resource_attributes(written["verb"], written["path"])
 
 
 def subject_of(body: JSON) -> tuple[str, list[str], str]:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from apiserver.rbac.roles import DISCOVERY_RULES
 from tests.support.api import Api, rb_path, rolebinding
 from tests.support.plugin import Plugin, rows
 from tests.support.server import ServerProcess, start_server
@@ -24,6 +25,7 @@ from tests.support.server import ServerProcess, start_server
 pytestmark = pytest.mark.tools
 
 SHOP, OTHER = "shop", "other"
+DISCOVERY_URLS = DISCOVERY_RULES[0].non_resource_urls
 EV = "events.events.core.io"
 LISTER_ROLE = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -265,6 +267,32 @@ def test_why_a_service_account_gets_its_groups(admin: Plugin) -> None:
     assert status["reason"].endswith('to ServiceAccount "robot/shop"')
 
 
+def test_a_non_resource_url_is_answered_by_the_default_bindings(admin: Plugin) -> None:
+    code, out, err = admin.run("who-can", "get", "/healthz", "-n", SHOP)
+    assert (code, err) == (0, "")
+    masters = ["Group", "ClusterRoleBinding/cluster-admin", "ClusterRole/cluster-admin", "[*] *"]
+    discovery = ["Group", "ClusterRoleBinding/system:discovery", "ClusterRole/system:discovery"]
+    public = [
+        "Group",
+        "ClusterRoleBinding/system:public-info-viewer",
+        "ClusterRole/system:public-info-viewer",
+    ]
+    public_urls = "[get] /healthz,/livez,/readyz,/version,/version/"
+    assert rows(out) == [
+        ["SUBJECT", "KIND", "BINDING", "ROLE", "RULE"],
+        ["system:masters", *masters],
+        ["system:authenticated", *discovery, "[get] " + ",".join(DISCOVERY_URLS)],
+        ["system:authenticated", *public, public_urls],
+        ["system:unauthenticated", *public, public_urls],
+    ]
+    why = admin.ok("why", "tina", "get", "/metrics")
+    assert why.splitlines()[0] == "denied: tina get /metrics"
+    assert admin.json("why", "tina", "get", "/version")["status"]["reason"] == (
+        'RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group'
+        ' "system:authenticated"'
+    )
+
+
 # ----------------------------------------------------------------------------- bindings
 
 
@@ -383,7 +411,9 @@ def test_a_caller_with_nothing_sees_no_binding(users: dict[str, Plugin]) -> None
 def test_command_line_mistakes_are_one_line(admin: Plugin, tmp_path: Path) -> None:
     code, out, err = admin.run("who-can", "list")
     assert (code, out) == (1, "")
-    assert err == "error: the following arguments are required: TYPE[/NAME] (see 'kubectl coreio --help')\n"
+    assert (
+        err == "error: the following arguments are required: TYPE[/NAME]|URL (see 'kubectl coreio --help')\n"
+    )
     code, _, err = admin.run("bindings", "-n", SHOP, "-A")
     assert (code, err) == (1, "error: a namespace (-n) and all namespaces (-A) cannot both be asked for\n")
     code, _, err = admin.run("who-can", "get", "events", "--kubeconfig", str(tmp_path / "missing"))

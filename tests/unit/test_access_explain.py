@@ -190,7 +190,7 @@ def test_the_spec_namespace_must_be_the_requests() -> None:
         {**body, "spec": {"resourceAttributes": {"verb": "get", "resource": "events", "namespace": NS}}},
         NS,
     )
-    assert (spec["namespace"], info.namespace, info.api_group) == (NS, NS, "")
+    assert (spec["resourceAttributes"]["namespace"], info.namespace, info.api_group) == (NS, NS, "")
 
 
 def test_an_explanation_needs_a_user() -> None:
@@ -214,3 +214,23 @@ def test_the_binding_review_keeps_problems_only_when_asked() -> None:
         {"reason": "UnresolvableRoleRef", "message": 'clusterrole.rbac.authorization.k8s.io "gone" not found'}
     ]
     assert len(problems["roleBindings"]) == 1
+
+
+def test_a_non_resource_url_is_asked_alone_with_its_verb() -> None:
+    url = {"path": "/healthz", "verb": "get"}
+    spec, info = accessreviews.attributes(
+        "ResourceAccessReview", {"spec": {"nonResourceAttributes": url}}, NS
+    )
+    assert spec == {"nonResourceAttributes": url}
+    assert (info.is_resource_request, info.path, info.verb, info.namespace) == (False, "/healthz", "get", "")
+    both = {
+        "spec": {"nonResourceAttributes": url, "resourceAttributes": {"verb": "get", "resource": "events"}}
+    }
+    with pytest.raises(errors.StatusError) as caught:
+        accessreviews.attributes("ResourceAccessReview", both, NS)
+    assert (caught.value.details or {})["causes"][0]["field"] == "spec.nonResourceAttributes"
+    with pytest.raises(errors.StatusError) as caught:
+        accessreviews.attributes(
+            "ResourceAccessReview", {"spec": {"nonResourceAttributes": {"verb": "get"}}}, NS
+        )
+    assert (caught.value.details or {})["causes"][0]["field"] == "spec.nonResourceAttributes.path"
