@@ -68,12 +68,10 @@ class AccessReviewEndpoints:
         }
         prefix = f"/apis/{GROUP}/v1"
         for plural, kind in ACCESS_REVIEWS:
-            app.router.add_route(
-                "*", f"{prefix}/namespaces/{{namespace}}/{plural}", _handler(kind, answers[kind])
-            )
-        app.router.add_route(
-            "*", f"{prefix}/{ACCESS_REVIEWS[2][0]}", _handler(reviews.ROLE_BINDING_REVIEW, self._bindings)
-        )
+            route = _handler(kind, answers[kind])
+            app.router.add_route("*", f"{prefix}/namespaces/{{namespace}}/{plural}", route)
+            if kind == reviews.ROLE_BINDING_REVIEW:  # also of every namespace the caller may list
+                app.router.add_route("*", f"{prefix}/{plural}", route)
 
     async def _require(self, user: UserInfo, info: RequestInfo) -> None:
         decision = await self.authz.authorizer.authorize(user, info)
