@@ -95,15 +95,6 @@ def _binding(group: str) -> dict[str, object]:
     }
 
 
-def _with_user(admin_kubeconfig: Path, path: Path, user: dict[str, str]) -> Path:
-    """The admin kubeconfig with its credentials replaced by `user`'s."""
-    config = yaml.safe_load(admin_kubeconfig.read_text())
-    for entry in config["users"]:
-        entry["user"] = user
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 @pytest.fixture(scope="module")
 def sides(control_plane: ControlPlane, coreio: ServerProcess, kubectl: Path) -> Iterator[tuple[Side, Side]]:
     """(kube-apiserver, coreio), each with the binding."""
@@ -120,14 +111,12 @@ def sides(control_plane: ControlPlane, coreio: ServerProcess, kubectl: Path) -> 
     )
     # bob on coreio is the same service account: its token file names it; carl a certificate of
     # coreio's CA with the same name and group.
-    our_bob = Kubectl(
-        kubectl, _with_user(coreio.kubeconfig, coreio.data_dir / "bob.kubeconfig", {"token": "bob-token"})
-    )
+    our_bob = Kubectl(kubectl, coreio.user_kubeconfig("bob", {"token": "bob-token"}))
     ca = pki.KeyPair.load(coreio.ca_file, coreio.data_dir / "pki" / "ca.key")
     cert, key = coreio.data_dir / "carl.crt", coreio.data_dir / "carl.key"
     pki.issue_client_certificate(ca, CERT_USER, (CERT_GROUP,)).save(cert, key)
     carl_user = {"client-certificate": str(cert), "client-key": str(key)}
-    our_carl = Kubectl(kubectl, _with_user(coreio.kubeconfig, coreio.data_dir / "carl.kubeconfig", carl_user))
+    our_carl = Kubectl(kubectl, coreio.user_kubeconfig("carl", carl_user))
     ours = Side(
         Kubectl(kubectl, coreio.kubeconfig), {"bob": our_bob, "carl": our_carl}, "events.events.core.io"
     )

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
-from tests.support.plugin import Plugin, rows
+from tests.support.plugin import MASTERS_ROW, Plugin, rows
 
 pytestmark = pytest.mark.e2e
 
@@ -92,13 +92,7 @@ def test_who_can_through_the_cluster_uses_the_clusters_roles(plugins: dict[str, 
     assert code == 0, err
     assert rows(out) == [
         ["SUBJECT", "KIND", "BINDING", "ROLE", "RULE"],
-        [
-            "system:masters",
-            "Group",
-            "ClusterRoleBinding/cluster-admin",
-            "ClusterRole/cluster-admin",
-            "[*] *.*",
-        ],
+        MASTERS_ROW,
         [
             f"{NAMESPACE}/reader",
             "ServiceAccount",

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from apiserver import pki
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
@@ -46,12 +45,7 @@ def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
 
 def user_kubectl(kubectl: Path, server: ServerProcess, name: str, user: dict[str, str]) -> Kubectl:
     """kubectl with the server's kubeconfig, its admin credentials replaced by `user`'s."""
-    config = yaml.safe_load(server.kubeconfig.read_text())
-    for entry in config["users"]:
-        entry["user"] = user
-    path = server.data_dir / f"{name}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return Kubectl(kubectl, path)
+    return Kubectl(kubectl, server.user_kubeconfig(name, user))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import yaml
 
 from apiserver.rbac.roles import DISCOVERY_RULES
 from tests.support.api import Api, rb_path, rolebinding
-from tests.support.plugin import Plugin, rows
+from tests.support.plugin import MASTERS_ROW, Plugin, rows
 from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.tools
@@ -115,15 +115,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-def _as(server: ServerProcess, name: str) -> Path:
-    config = yaml.safe_load(server.kubeconfig.read_text())
-    for entry in config["users"]:
-        entry["user"] = {"token": f"{name}-token"}
-    path = server.data_dir / f"{name}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 @pytest.fixture(scope="module")
 def admin(kubectl: Path, server: ServerProcess) -> Plugin:
     return Plugin(kubectl, server.kubeconfig)
@@ -131,7 +122,7 @@ def admin(kubectl: Path, server: ServerProcess) -> Plugin:
 
 @pytest.fixture(scope="module")
 def users(kubectl: Path, server: ServerProcess) -> dict[str, Plugin]:
-    return {name: Plugin(kubectl, _as(server, name)) for name in USERS}
+    return {name: Plugin(kubectl, server.user_kubeconfig(name, {"token": f"{name}-token"})) for name in USERS}
 
 
 # ----------------------------------------------------------------------------- who-can
@@ -143,13 +134,7 @@ def test_who_can_lists_every_subject_with_its_binding_role_and_rule(admin: Plugi
     rule = f"[get list watch] {EV}"
     assert rows(out) == [
         ["SUBJECT", "KIND", "BINDING", "ROLE", "RULE"],
-        [
-            "system:masters",
-            "Group",
-            "ClusterRoleBinding/cluster-admin",
-            "ClusterRole/cluster-admin",
-            "[*] *.*",
-        ],
+        MASTERS_ROW,
         ["nadia", "User", "RoleBinding/shop-admin", "ClusterRole/admin", _admin_rule(admin)],
         ["tina", "User", "RoleBinding/team-view", "ClusterRole/view", rule],
         ["qa", "Group", "RoleBinding/team-view", "ClusterRole/view", rule],

@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import Any
 
 PLUGIN_DIR = str(Path(sys.executable).parent)
+# who-can's first row everywhere: system:masters, as upstream's cluster-admin binding has it.
+MASTERS_ROW = [
+    "system:masters",
+    "Group",
+    "ClusterRoleBinding/cluster-admin",
+    "ClusterRole/cluster-admin",
+    "[*] *.*",
+]
 
 
 class Plugin:

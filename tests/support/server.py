@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 
 def free_port() -> int:
@@ -57,6 +58,16 @@ class ServerProcess:
     @property
     def log_file(self) -> Path:
         return self.data_dir / "server.log"
+
+    def user_kubeconfig(self, name: str, user: dict[str, str]) -> Path:
+        """`<data-dir>/<name>.kubeconfig`: the server's kubeconfig with its admin credentials
+        replaced by `user`'s (a kubeconfig user entry: a token, or certificate files)."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        for entry in config["users"]:
+            entry["user"] = user
+        path = self.data_dir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.ca_file))
