@@ -23,7 +23,6 @@ where the server logs it, counts it and records a Warning Event for it
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -440,8 +439,7 @@ class RBACAuthorizer:
 
     def check_binding(self, binding: Binding) -> None:
         """Reports the binding's problems, resolution included (for an index to call on changes)."""
-        with contextlib.suppress(RoleRefError, BindingProblemError, RolesNotReady):
-            self.binding_rules(binding)
+        self.resolve(binding)
 
     def _report(self, problem: BindingProblem) -> None:
         if self.reporter is not None:
