@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.formats import is_valid_path_segment_name
+from apiserver.machinery.selectors import parse_field_terms
+
 _VERBS_BY_METHOD = {
     "POST": "create",
     "GET": "get",
@@ -36,14 +40,21 @@ class RequestInfo:
 
 
 def _name_from_field_selector(selector: str) -> str:
-    """`metadata.name=x` (alone or among other terms): upstream narrows list/watch to that name."""
-    for term in selector.split(","):
-        key, sep, value = term.partition("==") if "==" in term else term.partition("=")
-        if sep and key.strip() == "metadata.name" and not key.endswith("!"):
-            value = value.strip()
-            if value and "/" not in value and "%" not in value and value not in {".", ".."}:
-                return value
-    return ""
+    """The name a list or watch is narrowed to by `metadata.name=x` (alone or among other terms),
+    read by the same parser the list itself uses, so the two can never disagree; as upstream,
+    only a name that can be a path segment."""
+    try:
+        name = parse_field_terms(selector).requires_exact_match("metadata.name")
+    except StatusError:
+        return ""  # the list itself refuses the selector
+    return name if name and not is_valid_path_segment_name(name) else ""
+
+
+def split_path(path: str) -> list[str]:
+    """A (percent-decoded) path's segments as upstream's splitPath reads them: slashes trimmed at
+    both ends, every other segment kept, empty ones included. The handlers route by these too."""
+    trimmed = path.strip("/")
+    return trimmed.split("/") if trimmed else []
 
 
 def _watch_requested(query: Mapping[str, str]) -> bool:
@@ -56,7 +67,7 @@ def _watch_requested(query: Mapping[str, str]) -> bool:
 
 def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
     non_resource = RequestInfo(verb=method.lower(), path=path)
-    parts = path.strip("/").split("/") if path.strip("/") else []
+    parts = split_path(path)
     if not parts or parts[0] not in {"api", "apis"}:
         return non_resource
     prefix, rest = parts[0], parts[1:]

@@ -3,13 +3,14 @@ kube-apiserver: a known path with a wrong method is 405, an unknown path 404, bo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 from aiohttp import web
 
-from apiserver.auth.attributes import request_user, resource_attributes
+from apiserver.auth.attributes import attributes_from_request, request_user, resource_attributes
 from apiserver.auth.authz import AUTHORIZER_KEY
+from apiserver.auth.requestinfo import RequestInfo, split_path
 from apiserver.http import codec, query, table
 from apiserver.http.discovery import Discovery, etag
 from apiserver.http.metrics import AGGREGATED_DISCOVERY_KEY, METRICS_KEY
@@ -42,16 +43,22 @@ _PATCHERS: dict[str, type[Patcher]] = {
 }
 
 
+Serve = Callable[[web.Request, "ResourceRoute"], Awaitable[web.StreamResponse]]
+
+
 def not_found() -> errors.StatusError:
     return errors.StatusError(404, "NotFound", NOT_FOUND_MESSAGE, {})
 
 
 @dataclass
 class ResourceRoute:
+    """The operation a request is served as: read from the request's one RequestInfo, the same
+    one authorization judged, never from the path a second time."""
+
     store: ResourceStore
+    verb: str
     namespace: str | None
     name: str | None
-    watch_path: bool  # the deprecated /watch/ prefix
 
 
 class ApiHandler:
@@ -65,33 +72,26 @@ class ApiHandler:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        raw = request.raw_path.split("?", 1)[0]
-        segments = [unquote(s) for s in raw.split("/")[2:] if s != ""]
-        if len(segments) <= 2:
+        info = attributes_from_request(request)
+        if not info.is_resource_request:
+            segments = split_path(info.path)[1:]
+            if len(segments) > 2:
+                raise not_found()
             return self._discovery(request, segments)
-        group, version, *rest = segments
-        route = self._route(group, version, rest)
+        route = self._route(info)
         if route is None:
             raise not_found()
         return await self._resource(request, route)
 
-    def _route(self, group: str, version: str, rest: list[str]) -> ResourceRoute | None:
-        watch_path = bool(rest) and rest[0] == "watch"
-        if watch_path:
-            rest = rest[1:]
-        namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces":
-            namespace = rest[1]
-            rest = rest[2:]
-        if not rest or len(rest) > 2:
+    def _route(self, info: RequestInfo) -> ResourceRoute | None:
+        """A served kind's operation, or None (404): no subresource is served, and a name needs a
+        namespace (both kinds are namespaced). Empty, `.` and `..` segments name no kind."""
+        store = self.stores.get((info.api_group, info.api_version, info.resource))
+        if store is None or info.api_prefix != "apis" or info.subresource or info.verb == "proxy":
             return None
-        store = self.stores.get((group, version, rest[0]))
-        if store is None:
+        if info.name and not info.namespace and info.verb not in ("list", "watch"):
             return None
-        name = rest[1] if len(rest) == 2 else None
-        if name is not None and namespace is None:
-            return None
-        return ResourceRoute(store, namespace, name, watch_path)
+        return ResourceRoute(store, info.verb, info.namespace or None, info.name or None)
 
     # ------------------------------------------------------------------ discovery
 
@@ -135,44 +135,32 @@ class ApiHandler:
         if method in ("POST", "PUT", "PATCH", "DELETE"):
             # As upstream's write handlers: an unacceptable Accept is refused before anything is written.
             negotiate(request.headers.get("Accept", ""), transforms=True)
-        if route.watch_path:
-            if method != "GET":
-                raise errors.method_not_allowed()
-            return await self._watch(request, route)
-        if route.name is None:
-            return await self._collection(request, route)
-        return await self._object(request, route, route.name)
+        serve = self._verbs(route).get(route.verb)
+        if serve is None or (route.verb in ("list", "watch") and method not in ("GET", "HEAD")):
+            raise errors.method_not_allowed()
+        if route.name is not None and route.verb not in ("list", "watch"):
+            _check_name(route.name)
+        return await serve(request, route)
 
-    async def _collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
-        """A request on the kind's collection: list, watch, create or delete many."""
-        method = request.method
-        if method in ("GET", "HEAD"):
-            if query.parse_bool(request.query, "watch"):
-                return await self._watch(request, route)
-            return await self._list(request, route)
+    def _verbs(self, route: ResourceRoute) -> dict[str, Serve]:
+        """What each verb of the request info is served by, for this route: a collection has no
+        get, update or patch; one object no create; both kinds are namespaced, so a write names a
+        namespace."""
+        if route.verb == "watch":
+            return {"watch": self._watch}
+        if route.verb == "list":
+            return {"list": self._list}
         if route.namespace is None:
-            raise errors.method_not_allowed()
-        if method == "POST":
-            return await self._create(request, route)
-        if method == "DELETE":
-            return await self._delete_collection(request, route)
-        raise errors.method_not_allowed()
+            return {}
+        if route.name is None:
+            return {"create": self._create, "deletecollection": self._delete_collection}
+        return {"get": self._get, "update": self._update, "patch": self._patch, "delete": self._delete}
 
-    async def _object(self, request: web.Request, route: ResourceRoute, name: str) -> web.StreamResponse:
-        """A request on one named object: get, update, patch or delete it."""
-        method = request.method
-        if method not in ("GET", "HEAD", "PUT", "PATCH", "DELETE"):
-            raise errors.method_not_allowed()
-        _check_name(name)
-        if method in ("GET", "HEAD"):
-            fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
-            obj = await route.store.get(_ns(route), name)
-            return object_response(request, obj, fmt=fmt)
-        if method == "PUT":
-            return await self._update(request, route)
-        if method == "PATCH":
-            return await self._patch(request, route)
-        return await self._delete(request, route)
+    async def _get(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        name = _name(route)
+        fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
+        obj = await route.store.get(_ns(route), name)
+        return object_response(request, obj, fmt=fmt)
 
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
@@ -217,8 +205,8 @@ class ApiHandler:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
         _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
-        assert route.name is not None
-        result = await route.store.update(_ns(route), route.name, parsed.value, opts, parsed.yaml_duplicates)
+        name = _name(route)
+        result = await route.store.update(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
@@ -242,7 +230,7 @@ class ApiHandler:
             user_agent=_user_agent(request),
         )
         opts.user = request_user(request)
-        assert route.name is not None
+        name = _name(route)
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)
         patch_type = _PATCHERS[media]
@@ -256,21 +244,21 @@ class ApiHandler:
             patcher = StrategicMergePatcher(parsed.value, opts.field_validation, schema)
         else:
             patcher = patch_type(parsed.value, opts.field_validation)
-        result = await route.store.patch(_ns(route), route.name, patcher, opts)
+        result = await route.store.patch(_ns(route), name, patcher, opts)
         return object_response(request, result.obj, warnings=result.warnings)
 
     async def _apply(
         self, request: web.Request, route: ResourceRoute, opts: WriteOptions
     ) -> web.StreamResponse:
         """Server-side apply: the body is the applied configuration, in YAML (or JSON)."""
-        assert route.name is not None
+        name = _name(route)
         try:
             _, parsed = codec.parse_body(
                 codec.APPLY_PATCH_TYPE, await request.read(), (codec.APPLY_PATCH_TYPE,)
             )
         except errors.StatusError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc.message}") from None
-        result = await route.store.apply(_ns(route), route.name, parsed.value, opts, parsed.yaml_duplicates)
+        result = await route.store.apply(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
@@ -286,11 +274,11 @@ class ApiHandler:
         return opts
 
     async def _delete(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
+        name = _name(route)
         opts = await self._delete_options(request)
-        assert route.name is not None
         if opts.ignore_store_read_error:
             return await self._delete_corrupt(request, route, opts)
-        result = await route.store.delete(_ns(route), route.name, opts)
+        result = await route.store.delete(_ns(route), name, opts)
         if not result.deleted:
             # Finalizers hold it: the object, now carrying deletionTimestamp. As upstream, 202 only
             # for a client that asked for cascading deletion the deprecated way
@@ -299,7 +287,7 @@ class ApiHandler:
             return object_response(request, result.obj, status=status)
         kind = route.store.kind
         details = {
-            "name": route.name,
+            "name": name,
             "group": kind.group,
             "kind": kind.plural,
             "uid": result.obj["metadata"].get("uid", ""),
@@ -312,12 +300,12 @@ class ApiHandler:
         """DELETE with ignoreStoreReadErrorWithClusterBreakingPotential: valid options first, then
         upstream's second authorization (the verb unsafe-delete-ignore-read-errors on the object),
         then the removal without reading it. Answered as upstream does, without the object."""
-        assert route.name is not None
+        name = _name(route)
         opts.validate()
         await _authorize_unsafe_delete(request, route)
         kind = route.store.kind
-        await route.store.delete_corrupt(_ns(route), route.name, opts)
-        status = success_status({"name": route.name, "kind": kind.kind})
+        await route.store.delete_corrupt(_ns(route), name, opts)
+        status = success_status({"name": name, "kind": kind.kind})
         status["code"] = 200
         return object_response(request, status)
 
@@ -362,6 +350,12 @@ def _check_name(name: str) -> None:
 
 def _user_agent(request: web.Request) -> str:
     return request.headers.get("User-Agent", "")
+
+
+def _name(route: ResourceRoute) -> str:
+    """The object's name (checked by `_resource` before anything is read)."""
+    assert route.name is not None
+    return route.name
 
 
 def _ns(route: ResourceRoute) -> str:

@@ -547,21 +547,27 @@ def parse_field_selector(
     raises 400 with `unsupported(field)`: `field_label_not_supported` (the default, as kinds with
     their own conversion answer) or `field_label_not_known` (the default metav1 conversion).
     """
-    terms = sorted(_split_terms(text))
-    parsed: list[tuple[str, Operator, str]] = []
-    for term in terms:
+    requirements: list[FieldRequirement] = []
+    for requirement in parse_field_terms(text).requirements:
+        field = requirement.field
+        if field not in allowed:
+            raise errors.bad_request(unsupported(field))
+        converted = allowed[field] if isinstance(allowed, Mapping) else field
+        requirements.append(FieldRequirement(converted, requirement.operator, requirement.value))
+    return FieldSelector(tuple(requirements))
+
+
+def parse_field_terms(text: str) -> FieldSelector:
+    """`fields.ParseSelector` alone: the terms as written, no field checked or converted (what
+    upstream's RequestInfoFactory reads a list's `metadata.name` from)."""
+    requirements: list[FieldRequirement] = []
+    for term in sorted(_split_terms(text)):
         if not term:
             continue
         split = _split_term(term)
         if split is None:
             raise errors.bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
         lhs, op, rhs = split
-        value = unescape_field_value(rhs)
-        parsed.append((lhs, Operator.NOT_EQUALS if op == "!=" else Operator.EQUALS, value))
-    requirements: list[FieldRequirement] = []
-    for field, op, value in parsed:
-        if field not in allowed:
-            raise errors.bad_request(unsupported(field))
-        converted = allowed[field] if isinstance(allowed, Mapping) else field
-        requirements.append(FieldRequirement(converted, op, value))
+        operator = Operator.NOT_EQUALS if op == "!=" else Operator.EQUALS
+        requirements.append(FieldRequirement(lhs, operator, unescape_field_value(rhs)))
     return FieldSelector(tuple(requirements))
