@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from apiserver.auth.attributes import request_user, resource_attributes
+from apiserver.auth.attributes import attributes_from_request, request_user, resource_attributes
 from apiserver.auth.authz import forbidden
 from apiserver.auth.impersonation import acting_as
 from apiserver.auth.requestinfo import RequestInfo
@@ -68,7 +68,7 @@ class AccessReviewEndpoints:
         }
         prefix = f"/apis/{GROUP}/v1"
         for plural, kind in ACCESS_REVIEWS:
-            route = _handler(kind, answers[kind])
+            route = _handler(kind, plural, answers[kind])
             app.router.add_route("*", f"{prefix}/namespaces/{{namespace}}/{plural}", route)
             if kind == reviews.ROLE_BINDING_REVIEW:  # also of every namespace the caller may list
                 app.router.add_route("*", f"{prefix}/{plural}", route)
@@ -128,14 +128,18 @@ class AccessReviewEndpoints:
         return [b for b in everything if visible[b.namespace]]
 
 
-def _handler(kind: str, answer: Answer) -> Handler:
+def _handler(kind: str, plural: str, answer: Answer) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
+        # The namespace authorization was asked about, not a second reading of the path.
+        info = attributes_from_request(request)
+        if info.resource != plural or info.name or info.subresource:
+            raise errors.route_not_found()
         if request.method != "POST":
             raise errors.method_not_allowed()
         caller = request_user(request)
         if caller is None:
             raise errors.unauthorized()
-        namespace = request.match_info.get("namespace", "")
+        namespace = info.namespace
         body = _parse(request.headers.get("Content-Type", ""), await request.read(), kind)
         reviews.check_namespace(body, namespace)
         return object_response(request, await answer(caller, namespace, body), status=201)

@@ -33,7 +33,6 @@ from apiserver.registry.store import ResourceStore
 
 # v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
 AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)
-NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 # The verb a user must also be allowed to delete an object that no longer decodes.
 UNSAFE_DELETE_VERB = "unsafe-delete-ignore-read-errors"
 _PATCHERS: dict[str, type[Patcher]] = {
@@ -44,10 +43,6 @@ _PATCHERS: dict[str, type[Patcher]] = {
 
 
 Serve = Callable[[web.Request, "ResourceRoute"], Awaitable[web.StreamResponse]]
-
-
-def not_found() -> errors.StatusError:
-    return errors.StatusError(404, "NotFound", NOT_FOUND_MESSAGE, {})
 
 
 @dataclass
@@ -76,11 +71,11 @@ class ApiHandler:
         if not info.is_resource_request:
             segments = split_path(info.path)[1:]
             if len(segments) > 2:
-                raise not_found()
+                raise errors.route_not_found()
             return self._discovery(request, segments)
         route = self._route(info)
         if route is None:
-            raise not_found()
+            raise errors.route_not_found()
         return await self._resource(request, route)
 
     def _route(self, info: RequestInfo) -> ResourceRoute | None:
@@ -109,7 +104,7 @@ class ApiHandler:
         else:
             document = self.discovery.resource_list(segments[0], segments[1])
         if document is None:
-            raise not_found()
+            raise errors.route_not_found()
         return object_response(request, document)
 
     def _aggregated(self, request: web.Request, api_version: str) -> web.StreamResponse:

@@ -65,7 +65,7 @@ async def echo_audit_id(request: web.BaseRequest, response: web.StreamResponse) 
 
 def _from_http_exception(exc: web.HTTPException) -> errors.StatusError:
     if exc.status == 404:
-        return errors.StatusError(404, "NotFound", "the server could not find the requested resource", {})
+        return errors.route_not_found()
     if exc.status == 405:
         return errors.method_not_allowed()
     if exc.status == 413:

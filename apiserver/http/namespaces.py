@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
 
+from apiserver.auth.attributes import attributes_from_request
 from apiserver.http import query
 from apiserver.http.responses import object_response
 from apiserver.http.watchstream import stream_watch, watch_timeout
@@ -114,7 +115,11 @@ class ImplicitNamespaces:
         return object_response(request, resource_list())
 
     async def get(self, request: web.Request) -> web.StreamResponse:
-        return object_response(request, namespace_object(request.match_info["name"]))
+        # The name authorization was asked about (an encoded slash is a slash there too).
+        info = attributes_from_request(request)
+        if info.resource != "namespaces" or info.subresource:
+            raise errors.route_not_found()
+        return object_response(request, namespace_object(info.name))
 
     async def collection(self, request: web.Request) -> web.StreamResponse:
         if query.parse_bool(request.query, "watch"):

@@ -186,7 +186,7 @@ class OpenAPIService:
         path = request.match_info.get("path", "").strip("/")
         served = self.v3.get(path)
         if served is None:
-            raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+            raise errors.route_not_found()
         headers: dict[str, str] = {}
         asked = request.query.get("hash")
         if asked:

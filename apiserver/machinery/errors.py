@@ -249,6 +249,11 @@ def forbidden_error(gr: GroupResource, name: str, why: str) -> StatusError:
     return StatusError(403, "Forbidden", message, _details(name, gr))
 
 
+def route_not_found() -> StatusError:
+    """A path no route serves, in go-restful's words."""
+    return StatusError(404, "NotFound", "the server could not find the requested resource", {})
+
+
 def method_not_allowed() -> StatusError:
     return StatusError(
         405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
