@@ -144,7 +144,7 @@ def check(info: RequestInfo | None, calls: list[StoreCall]) -> None:
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=requests)
+@given(case=requests())
 async def test_what_is_served_is_what_was_authorized(
     client: Client, case: tuple[str, str, list[str]]
 ) -> None:
