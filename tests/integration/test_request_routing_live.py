@@ -87,7 +87,7 @@ def _shown(response_body: bytes) -> list[str]:
             documents = [document] if document.get("kind") not in (None, "Status") else []
         shown += [
             f"{d.get('kind')} {d['metadata'].get('namespace')}/{d['metadata']['name']}" for d in documents
-        ]  # noqa: E501
+        ]
     return shown
 
 
