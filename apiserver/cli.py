@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -413,6 +414,9 @@ def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KIND
     logging.getLogger("aiohttp.server").addFilter(QuietMalformedRequests())
     settings = parse_args(argv, kinds)
     logs.configure(settings.log_format)
+    # Whatever the caller's umask: every file the server makes (the database and its journal, the
+    # audit log, certificates, keys) is 0600 and every directory 0700, as upstream keeps its own.
+    os.umask(0o077)
     try:
         supervisor.run(settings, kinds)
     except server.StartError as exc:

@@ -63,7 +63,7 @@ class KeyPair:
         """Write both files atomically, the key first (0600) so a watcher never sees a new
         certificate next to an old key for longer than the reload retry."""
         write_file_atomic(key_path, self.key_pem, 0o600)
-        write_file_atomic(cert_path, self.cert_pem, 0o644)
+        write_file_atomic(cert_path, self.cert_pem, 0o600)
 
     @classmethod
     def load(cls, cert_path: Path, key_path: Path) -> KeyPair:
@@ -147,7 +147,7 @@ def load_private_key(path: Path) -> PrivateKey:
 
 
 def save_certificate(path: Path, certificate: x509.Certificate) -> None:
-    write_file_atomic(path, certificate.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_file_atomic(path, certificate.public_bytes(serialization.Encoding.PEM), 0o600)
 
 
 def save_private_key(path: Path, key: PrivateKey) -> None:

@@ -133,9 +133,11 @@ class TokenAuthenticator:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        token = token.strip()
+        # The header's bytes as sent (aiohttp keeps those that are no UTF-8 as surrogates): a token
+        # that is no UTF-8 is compared, and matches nothing, rather than failing to encode.
+        sent = token.strip().encode("utf-8", "surrogateescape")
         for known, user in self._tokens.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
+            if hmac.compare_digest(known.encode(), sent):
                 return user
         # Not one of ours: another authenticator (TokenReview) may know it; if none does, the
         # chain answers 401.

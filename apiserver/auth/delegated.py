@@ -120,8 +120,8 @@ class TokenReviewAuthenticator:
     async def authenticate(self, request: web.Request) -> UserInfo | None:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return None
+        if scheme.lower() != "bearer" or not token or not token.isascii():
+            return None  # no bearer token is other than ASCII; one that is not cannot be reviewed
         key = hashlib.sha256(token.encode()).hexdigest()
         cached = self._cache.get(key)
         if cached is None:
@@ -295,7 +295,7 @@ class ExtensionAuthenticationFiles:
                 x509.load_pem_x509_certificates(pem)  # refuse garbage before it replaces a good bundle
             old = path.read_bytes() if path.exists() else None
             if pem != old:
-                pki.write_file_atomic(path, pem, 0o644)
+                pki.write_file_atomic(path, pem, 0o600)
         changed = published != self.current
         self.current = published
         if changed:

@@ -25,9 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver.auth.attributes import non_resource_attributes, request_user, resource_attributes
+from apiserver.auth.attributes import (
+    attributes_from_request,
+    non_resource_attributes,
+    request_user,
+    resource_attributes,
+)
 from apiserver.auth.authz import ALLOW, Decision, forbidden
-from apiserver.auth.requestinfo import RequestInfo, request_info
+from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery import errors
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import MASTERS_GROUP, UserInfo
@@ -149,11 +154,13 @@ class SubjectAccessReviewWebhook:
         if not self.callers.allows(user):
             # Normally refused already by the chain; checked here too so the endpoint is safe
             # whatever the middleware.
-            raise forbidden(user, request_info(request.method, request.path, request.query))
+            raise forbidden(user, attributes_from_request(request))
         try:
             body = json.loads(await request.read())
         except ValueError as exc:
             raise errors.bad_request(f"the request body is no JSON: {exc}") from exc
+        except RecursionError:
+            raise errors.bad_request("the request body is no JSON: nested too deeply") from None
         _, subject, info = parse_review(body)
         decision = self.rbac.evaluate(subject, info)
         return web.json_response(review_response(body, decision), dumps=_compact)

@@ -37,7 +37,7 @@ def test_creates_everything_with_private_modes(tmp_path: Path) -> None:
     for key in (files.ca_key, files.serving_key, files.admin_key, files.token_file, files.kubeconfig):
         assert _mode(key) == 0o600, key
     for cert in (files.ca_cert, files.serving_cert, files.admin_cert):
-        assert _mode(cert) == 0o644, cert
+        assert _mode(cert) == 0o600, cert
     assert files.pki_dir == data_dir / "pki"
     assert sorted(p.name for p in files.pki_dir.iterdir()) == [
         "admin.crt",
