@@ -778,3 +778,20 @@ def test_malformed_headers_are_400_from_the_http_parser(admin: Api, headers: dic
     a plain-text 400, as Go's server answers a malformed request."""
     response = admin.get(rb_path("media"), headers=headers)
     assert response.status == 400, response.body[:300]
+
+
+def test_a_bearer_token_that_is_no_utf8_is_unauthorized(hostile: ServerProcess) -> None:
+    """Bytes that are no UTF-8 after `Bearer ` (http.client sends the header as Latin-1): 401 as
+    for any unknown token, not a 500 with a traceback."""
+    api = Api(hostile, client_cert=False)
+    for token in ("\xff\xfe\xfd", "abc\x80", "\xc3("):
+        response = api.get(ev_path("team-a"), headers={"Authorization": f"Bearer {token}"})
+        assert _clean_4xx(response, 401)["reason"] == "Unauthorized"
+
+
+def test_authorize_refuses_deeply_nested_json(admin: Api) -> None:
+    """POST /authorize (the SubjectAccessReview webhook) with JSON nested past Python's recursion
+    limit: 400 as every other body, not a 500."""
+    for depth in (100_000, 1_000_000):
+        response = admin.post("/authorize", raw=b"[" * depth + b"]" * depth)
+        assert _clean_4xx(response, 400)["message"].startswith("the request body is no JSON")
