@@ -18,6 +18,7 @@ from apiserver.http.discovery import Discovery, Resource
 from apiserver.http.handlers import ApiHandler
 from apiserver.http.health import PostStartHooks
 from apiserver.http.limits import InFlightLimit, request_timeout
+from apiserver.http.looplag import LoopLag
 from apiserver.http.metrics import METRICS_KEY, ServerMetrics
 from apiserver.http.middleware import (
     MAX_BODY_BYTES,
@@ -96,6 +97,7 @@ def build_app(
     metrics.add(in_flight)
     metrics.add(authz.recorder)
     app = _application(settings, authenticator, in_flight, authz, metrics)
+    app.cleanup_ctx.append(LoopLag(metrics.registry).context)
     app[STORAGE_KEY] = storage
     app[AUTHORIZATION_KEY] = authz
     app[METRICS_KEY] = metrics

@@ -140,7 +140,8 @@ def _handler(kind: str, plural: str, answer: Answer) -> Handler:
         if caller is None:
             raise errors.unauthorized()
         namespace = info.namespace
-        body = _parse(request.headers.get("Content-Type", ""), await request.read(), kind)
+        raw, content_type = await request.read(), request.headers.get("Content-Type", "")
+        body = await codec.off_loop(len(raw), lambda: _parse(content_type, raw, kind))
         reviews.check_namespace(body, namespace)
         return object_response(request, await answer(caller, namespace, body), status=201)
 

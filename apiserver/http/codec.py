@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -20,6 +21,7 @@ STRATEGIC_PATCH_TYPE = mediatypes.STRATEGIC_PATCH_TYPE
 APPLY_PATCH_TYPE = mediatypes.APPLY_PATCH_TYPE
 PROTOBUF_TYPE = mediatypes.PROTOBUF_TYPE
 
+T = TypeVar("T")
 BODY_TYPES = (JSON_TYPE, YAML_TYPE)
 PATCH_TYPES = (JSON_PATCH_TYPE, MERGE_PATCH_TYPE, APPLY_PATCH_TYPE, STRATEGIC_PATCH_TYPE)
 # Most deeply nested a request body may be (upstream's JSON decoder caps depth at 10000; ours is
@@ -246,6 +248,28 @@ def parse_body(
     if media in (YAML_TYPE, APPLY_PATCH_TYPE):
         return media, parse_yaml(body)
     return media, parse_json(body)
+
+
+# Bodies larger than this are decoded in a worker thread, so the event loop goes on serving (the
+# decoding thread hands the GIL back every few milliseconds) while a 3 MiB body is read.
+OFF_LOOP_BYTES = 64 * 1024
+
+
+async def off_loop(size: int, decode: Callable[[], T]) -> T:
+    """`decode()`, in a worker thread when its input (`size` bytes) is large."""
+    if size <= OFF_LOOP_BYTES:
+        return decode()
+    return await asyncio.to_thread(decode)
+
+
+async def parse_body_off_loop(
+    content_type: str, body: bytes, accepted: tuple[str, ...] = BODY_TYPES
+) -> tuple[str, ParsedBody]:
+    return await off_loop(len(body), lambda: parse_body(content_type, body, accepted))
+
+
+async def decode_json_off_loop(body: bytes) -> ParsedBody:
+    return await off_loop(len(body), lambda: decode_json(body))
 
 
 def is_pretty(query_value: str | None, user_agent: str) -> bool:

@@ -3,6 +3,7 @@ kube-apiserver: a known path with a wrong method is 405, an unknown path 404, bo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from apiserver.http.responses import (
 )
 from apiserver.http.watchstream import stream_watch, watch_timeout
 from apiserver.machinery import errors, formats
-from apiserver.machinery.options import DeleteOptions, WriteOptions, delete_options_from_body
+from apiserver.machinery.options import DeleteOptions, ListOptions, WriteOptions, delete_options_from_body
 from apiserver.machinery.selectors import escape_field_value, parse_field_selector
 from apiserver.machinery.types import JSON
 from apiserver.patch import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
@@ -159,13 +160,13 @@ class ApiHandler:
 
     async def _list(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
-        opts = query.list_options(request.query, route.store.kind)
+        opts = await _list_options(request, route)
         return list_response(request, await route.store.list(route.namespace, opts), fmt)
 
     async def _watch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         accept = request.headers.get("Accept", "")
         negotiate(accept, transforms=True)
-        opts = query.list_options(request.query, route.store.kind, watch=True)
+        opts = await _list_options(request, route, watch=True)
         # Checked before the watch starts (upstream checks them as it begins serving the stream).
         fmt = negotiate_stream(accept)
         transform: table.WatchTransform | None = None
@@ -192,14 +193,18 @@ class ApiHandler:
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
-        _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
+        _, parsed = await codec.parse_body_off_loop(
+            request.headers.get("Content-Type", ""), await request.read()
+        )
         result = await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
         return object_response(request, result.obj, status=201, warnings=result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
-        _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), await request.read())
+        _, parsed = await codec.parse_body_off_loop(
+            request.headers.get("Content-Type", ""), await request.read()
+        )
         name = _name(route)
         result = await route.store.update(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(
@@ -230,7 +235,7 @@ class ApiHandler:
             return await self._apply(request, route, opts)
         patch_type = _PATCHERS[media]
         try:
-            parsed = codec.decode_json(await request.read())
+            parsed = await codec.decode_json_off_loop(await request.read())
         except codec.MalformedJSONError as exc:
             raise patch_type.malformed(str(exc), opts.field_validation) from None
         patcher: Patcher
@@ -248,7 +253,7 @@ class ApiHandler:
         """Server-side apply: the body is the applied configuration, in YAML (or JSON)."""
         name = _name(route)
         try:
-            _, parsed = codec.parse_body(
+            _, parsed = await codec.parse_body_off_loop(
                 codec.APPLY_PATCH_TYPE, await request.read(), (codec.APPLY_PATCH_TYPE,)
             )
         except errors.StatusError as exc:
@@ -262,7 +267,7 @@ class ApiHandler:
         opts = query.delete_options(request.query)
         body = await request.read()
         if body.strip():
-            _, parsed = codec.parse_body(request.headers.get("Content-Type", ""), body)
+            _, parsed = await codec.parse_body_off_loop(request.headers.get("Content-Type", ""), body)
             if parsed.value is not None and not isinstance(parsed.value, dict):
                 raise errors.bad_request("the body of a delete must be a DeleteOptions object")
             opts = delete_options_from_body(parsed.value, opts)
@@ -306,7 +311,7 @@ class ApiHandler:
 
     async def _delete_collection(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         delete_opts = await self._delete_options(request)
-        list_opts = query.list_options(request.query, route.store.kind)
+        list_opts = await _list_options(request, route)
         fmt = negotiate(request.headers.get("Accept", ""), transforms=True)
         result = await route.store.delete_collection(route.namespace, list_opts, delete_opts)
         return list_response(request, result, fmt)
@@ -334,6 +339,18 @@ async def _authorize_unsafe_delete(request: web.Request, route: ResourceRoute) -
     if not decision.allowed:
         why = f"not permitted to do {errors.go_quote(UNSAFE_DELETE_VERB)}, reason: {decision.reason}"
         raise errors.forbidden_error(gr, name, why)
+
+
+async def _body(request: web.Request) -> tuple[str, codec.ParsedBody]:
+    """A create's or update's body, decoded (off the event loop when large)."""
+    return await codec.parse_body_off_loop(request.headers.get("Content-Type", ""), await request.read())
+
+
+async def _list_options(request: web.Request, route: ResourceRoute, *, watch: bool = False) -> ListOptions:
+    """The list's options; selectors of a long query string (up to a 1 MiB request line) are
+    parsed off the event loop."""
+    parse = functools.partial(query.list_options, request.query, route.store.kind, watch=watch)
+    return await codec.off_loop(len(request.query_string), parse)
 
 
 def _check_name(name: str) -> None:

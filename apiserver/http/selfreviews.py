@@ -58,7 +58,8 @@ class SelfReviewEndpoints:
         async def handle(request: web.Request) -> web.StreamResponse:
             if request.method != "POST":
                 raise errors.method_not_allowed()
-            body = parse_review(request.headers.get("Content-Type", ""), await request.read(), kind)
+            raw, content_type = await request.read(), request.headers.get("Content-Type", "")
+            body = await codec.off_loop(len(raw), lambda: parse_review(content_type, raw, kind))
             user = request_user(request)
             if user is None:
                 raise errors.unauthorized()

@@ -109,7 +109,7 @@ def test_save_and_load_pair(tmp_path: Path, ca: pki.KeyPair) -> None:
     pair = pki.issue_serving_certificate(ca)
     pair.save(tmp_path / "a" / "tls.crt", tmp_path / "a" / "tls.key")
     assert stat.S_IMODE((tmp_path / "a" / "tls.key").stat().st_mode) == 0o600
-    assert stat.S_IMODE((tmp_path / "a" / "tls.crt").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "a" / "tls.crt").stat().st_mode) == 0o600
     assert (tmp_path / "a" / "tls.key").read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
     loaded = pki.KeyPair.load(tmp_path / "a" / "tls.crt", tmp_path / "a" / "tls.key")
     assert loaded.certificate == pair.certificate
