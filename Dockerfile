@@ -4,8 +4,12 @@
 # The pods run it as 65532:65532 with a read-only root filesystem; the server writes only to
 # --data-dir (an emptyDir at /var/lib/coreio) and reads its certificate from the mounted Secret.
 
+# The base of both stages: the published Python image by default; the tests pass one made from
+# Debian's packages (no registry is reachable there).
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm
+
 # --- builder: a virtualenv in /opt/coreio holding the pinned dependencies and the project -----------
-FROM python:3.11.14-slim-bookworm AS builder
+FROM ${BASE_IMAGE} AS builder
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
@@ -23,12 +27,14 @@ RUN pip --python /opt/coreio/bin/python install --no-cache-dir --only-binary=:al
 COPY pyproject.toml README.md ./
 COPY apiserver apiserver
 COPY operator operator
+COPY kubectl_coreio kubectl_coreio
 RUN pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
     && /opt/coreio/bin/coreio-apiserver --help > /dev/null \
-    && /opt/coreio/bin/python -c "import apiserver_operator"
+    && /opt/coreio/bin/coreio-operator --help > /dev/null \
+    && /opt/coreio/bin/kubectl-coreio --help > /dev/null
 
 # --- runtime: the same slim base and the venv, nothing else --------------------------------------
-FROM python:3.11.14-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="coreio" \

@@ -1,0 +1,187 @@
+"""What users install (issue 21, part 1): the wheel and sdist built from this tree, the wheel installed
+into a fresh virtualenv outside the checkout, and the README's start command run as written in a
+copy of the tracked files. The rest of the suite runs the source tree (an editable install), which
+hides a package missing from the wheel: three were, and `pip install .` gave a server that could
+not start (`No module named 'apiserver.admission'`).
+
+Needs PyPI (the build's setuptools and the wheel's dependencies, through pip's cache)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("apiserver", "apiserver_operator", "kubectl_coreio")
+SCRIPTS = ("coreio-apiserver", "coreio-operator", "kubectl-coreio")
+README_PORT = 8443
+
+
+def _tree_packages() -> set[str]:
+    """Every package of the source tree, dotted (apiserver_operator lives under operator/)."""
+    found = set()
+    for root in (ROOT, ROOT / "operator"):
+        for init in root.glob("*/**/__init__.py"):
+            dotted = ".".join(init.parent.relative_to(root).parts)
+            if dotted.split(".")[0] in PACKAGES:
+                found.add(dotted)
+    return found
+
+
+def _tree_modules() -> set[str]:
+    """Every module of the source tree but the packages themselves and `__main__`s, dotted."""
+    found = set()
+    for root in (ROOT, ROOT / "operator"):
+        for module in root.glob("*/**/*.py"):
+            parts = module.relative_to(root).with_suffix("").parts
+            if parts[0] in PACKAGES and parts[-1] != "__main__":
+                found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found - set(PACKAGES)
+
+
+def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> str:
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _tracked_copy(destination: Path) -> Path:
+    """The files git tracks, as a fresh clone holds them (no .venv, no build leftovers)."""
+    listed = _run("git", "ls-files", "-z", cwd=ROOT).split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            target.chmod(source.stat().st_mode & 0o777)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tracked_copy(tmp_path_factory.mktemp("source"))
+
+
+@pytest.fixture(scope="module")
+def dist(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source, cwd=source)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv, outside the checkout, with the wheel installed: its bin directory."""
+    venv = tmp_path_factory.mktemp("venv")
+    _run(sys.executable, "-m", "venv", venv, cwd=venv)
+    (wheel,) = dist.glob("*.whl")
+    _run(venv / "bin" / "pip", "install", "--quiet", wheel, cwd=venv)
+    return venv / "bin"
+
+
+def test_the_wheel_and_the_sdist_hold_every_package(dist: Path) -> None:
+    expected = _tree_packages()
+    assert {"apiserver.admission", "apiserver.cluster", "apiserver.storage.cacher"} <= expected
+    (wheel,) = dist.glob("*.whl")
+    in_wheel = {
+        ".".join(Path(name).parent.parts)
+        for name in zipfile.ZipFile(wheel).namelist()
+        if name.endswith("/__init__.py")
+    }
+    assert in_wheel == expected, (expected - in_wheel, in_wheel - expected)
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        members = {Path(m).relative_to(Path(m).parts[0]).as_posix() for m in archive.getnames()}
+    for package in expected:
+        root = "operator/" if package.startswith("apiserver_operator") else ""
+        assert f"{root}{package.replace('.', '/')}/__init__.py" in members, package
+
+
+def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """Outside the checkout, so nothing is imported from the source tree."""
+    program = (
+        "import importlib, pkgutil, sys\n"
+        f"for top in {PACKAGES!r}:\n"
+        "    package = importlib.import_module(top)\n"
+        "    assert 'site-packages' in package.__file__, package.__file__\n"
+        "    for info in pkgutil.walk_packages(package.__path__, top + '.'):\n"
+        "        if info.name.endswith('.__main__'):\n"
+        "            continue  # `python -m`: importing it runs the program\n"
+        "        importlib.import_module(info.name)\n"
+        "        print(info.name)\n"
+    )
+    imported = set(_run(installed / "python", "-c", program, cwd=tmp_path).split())
+    assert imported == _tree_modules(), (_tree_modules() - imported, imported - _tree_modules())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_console_script_answers_help(installed: Path, tmp_path: Path, script: str) -> None:
+    assert "usage:" in _run(installed / script, "--help", cwd=tmp_path).lower()
+
+
+def _readme_start_command() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Start the server", 1)[1]
+    block = re.search(r"```sh\n(.*?)\n```", section, re.S)
+    assert block, "the README's start command"
+    return block.group(1).strip()
+
+
+@pytest.fixture
+def readme_server(source: Path, tmp_path: Path) -> Iterator[Path]:
+    """The README's start command, as written, in a copy of the tracked files, with a HOME of its own
+    (where the data directory goes): the data directory it made."""
+    with_port_free = subprocess.run(
+        ["ss", "-Htln", f"sport = :{README_PORT}"], capture_output=True, text=True
+    )
+    if with_port_free.stdout.strip():
+        pytest.fail(f"port {README_PORT}, the README's default, is taken on this machine")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("XDG_DATA_HOME", None)
+    env.pop("VIRTUAL_ENV", None)
+    process = subprocess.Popen(
+        ["bash", "-c", _readme_start_command()],
+        cwd=source,
+        env=env,
+        stdout=(tmp_path / "out.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield tmp_path / ".local" / "share" / "coreio"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_the_readme_start_command_serves(readme_server: Path, tmp_path: Path) -> None:
+    ca = readme_server / "pki" / "ca.crt"
+    deadline = time.monotonic() + 480  # the first pip install fetches the dependencies
+    while time.monotonic() < deadline:
+        if ca.exists():
+            try:
+                context = ssl.create_default_context(cafile=str(ca))
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{README_PORT}/readyz", context=context
+                ) as answer:
+                    assert answer.status == 200
+                    return
+            except OSError:
+                pass
+        time.sleep(0.5)
+    raise AssertionError((tmp_path / "out.log").read_text()[-4000:])
