@@ -193,18 +193,14 @@ class ApiHandler:
     async def _create(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
-        _, parsed = await codec.parse_body_off_loop(
-            request.headers.get("Content-Type", ""), await request.read()
-        )
+        _, parsed = await _body(request)
         result = await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
         return object_response(request, result.obj, status=201, warnings=result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
-        _, parsed = await codec.parse_body_off_loop(
-            request.headers.get("Content-Type", ""), await request.read()
-        )
+        _, parsed = await _body(request)
         name = _name(route)
         result = await route.store.update(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
         return object_response(

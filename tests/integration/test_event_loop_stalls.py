@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import pytest
 
 from tests.support.api import Api, Response, ev_path, event, rb_path, rolebinding
-from tests.support.rawhttp import assert_no_tracebacks, metric, user_context
-from tests.support.server import ServerProcess, start_server
+from tests.support.rawhttp import metric, serving_cleanly, user_context, wait_until
+from tests.support.server import ServerProcess
 
 MIB = 1024 * 1024
 BODY_LIMIT = 3 * MIB - 1024  # just under the server's 3 MiB limit
@@ -50,12 +50,8 @@ class Stalls:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = start_server(tmp_path_factory.mktemp("stalls"), ["--workers", "1"])
-    try:
+    with serving_cleanly(tmp_path_factory.mktemp("stalls"), ["--workers", "1"]) as process:
         yield process
-    finally:
-        process.stop()
-    assert_no_tracebacks(process)
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +65,7 @@ def dora(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Api
     assert Api(server).post(rb_path("team-a"), binding).status == 201
     api = Api(server, client_cert=False)
     api.context = user_context(server, tmp_path_factory.mktemp("dora"), "dora")
-    deadline = time.monotonic() + 10
-    while api.get(ev_path("team-a")).status != 200:
-        assert time.monotonic() < deadline, "dora's binding never took effect"
-        time.sleep(0.05)
+    wait_until(lambda: api.get(ev_path("team-a")).status == 200, 10, "dora's binding")
     return api
 
 

@@ -23,8 +23,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver import pki
 from tests.support.api import Api, Response, ev_path, event, rb_path, rolebinding
-from tests.support.rawhttp import assert_no_tracebacks, user_context
-from tests.support.server import ServerProcess, start_server
+from tests.support.rawhttp import serving_cleanly, user_context
+from tests.support.server import ServerProcess
 
 FRONT_PROXY = "front-proxy"
 MIB = 1024 * 1024
@@ -37,22 +37,16 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     base = tmp_path_factory.mktemp("hostile")
     front_proxy_ca = pki.create_ca("front-proxy-ca")
     front_proxy_ca.save(base / "front-proxy-ca.crt", base / "front-proxy-ca.key")
-    server = start_server(
-        base / "server",
-        [
-            "--requestheader-client-ca-file",
-            str(base / "front-proxy-ca.crt"),
-            "--requestheader-allowed-names",
-            FRONT_PROXY,
-            "--audit-log-path",
-            str(base / "audit.log"),
-        ],
-    )
-    try:
+    args = [
+        "--requestheader-client-ca-file",
+        str(base / "front-proxy-ca.crt"),
+        "--requestheader-allowed-names",
+        FRONT_PROXY,
+        "--audit-log-path",
+        str(base / "audit.log"),
+    ]
+    with serving_cleanly(base / "server", args) as server:
         yield server
-    finally:
-        server.stop()
-    assert_no_tracebacks(server)
 
 
 @pytest.fixture(scope="module")

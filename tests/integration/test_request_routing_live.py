@@ -14,9 +14,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
-from tests.support.rawhttp import assert_no_tracebacks, user_context, wait_until
+from tests.support.rawhttp import serving_cleanly, user_context, wait_until
 from tests.support.requestpaths import NAMESPACES, requests
-from tests.support.server import ServerProcess, start_server
+from tests.support.server import ServerProcess
 
 NAMES = ("visible", "secret")
 ROLE = {
@@ -31,12 +31,10 @@ ROLE = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("routing")
     (base / "roles.yaml").write_text(yaml.safe_dump(ROLE))
-    process = start_server(base / "server", ["--authorization-roles-file", str(base / "roles.yaml")])
-    try:
+    with serving_cleanly(
+        base / "server", ["--authorization-roles-file", str(base / "roles.yaml")]
+    ) as process:
         yield process
-    finally:
-        process.stop()
-    assert_no_tracebacks(process)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,14 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apiserver import pki
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, start_server
 
 
 @dataclass
@@ -100,3 +101,14 @@ def assert_no_tracebacks(server: ServerProcess) -> None:
     log = server.log_file.read_text(errors="replace")
     for marker in ("Traceback", "internal error serving", "Error handling request", "Unhandled exception"):
         assert marker not in log, log[log.index(marker) - 2000 : log.index(marker) + 3000]
+
+
+@contextmanager
+def serving_cleanly(data_dir: Path, extra_args: list[str] | None = None) -> Iterator[ServerProcess]:
+    """A started server, stopped afterwards; then nothing in its log may say a request crashed."""
+    server = start_server(data_dir, extra_args)
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert_no_tracebacks(server)
