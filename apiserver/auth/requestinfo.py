@@ -43,6 +43,8 @@ def _name_from_field_selector(selector: str) -> str:
     """The name a list or watch is narrowed to by `metadata.name=x` (alone or among other terms),
     read by the same parser the list itself uses, so the two can never disagree; as upstream,
     only a name that can be a path segment."""
+    if "metadata.name" not in selector:
+        return ""  # every list without one: its selector is parsed once, by the list
     try:
         name = parse_field_terms(selector).requires_exact_match("metadata.name")
     except StatusError:
