@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -11,7 +10,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from apiserver.machinery import errors, fastjson, gofmt, jsonsyntax, jsonvalue, mediatypes
+from apiserver.machinery import errors, fastjson, gofmt, jsonsyntax, jsonvalue, mediatypes, offload
 
 JSON_TYPE = mediatypes.JSON_TYPE
 YAML_TYPE = mediatypes.YAML_TYPE
@@ -250,16 +249,11 @@ def parse_body(
     return media, parse_json(body)
 
 
-# Bodies larger than this are decoded in a worker thread, so the event loop goes on serving (the
-# decoding thread hands the GIL back every few milliseconds) while a 3 MiB body is read.
-OFF_LOOP_BYTES = 64 * 1024
-
-
 async def off_loop(size: int, decode: Callable[[], T]) -> T:
-    """`decode()`, in a worker thread when its input (`size` bytes) is large."""
-    if size <= OFF_LOOP_BYTES:
-        return decode()
-    return await asyncio.to_thread(decode)
+    """`decode()` of an input of `size` bytes: in a worker thread when it is large, and so is
+    every later step of the same request (machinery.offload)."""
+    offload.note_input(size)
+    return await offload.run(decode)
 
 
 async def parse_body_off_loop(

@@ -14,6 +14,7 @@ of the storage's).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from apiserver.apply import fieldmanager as managedfields
 from apiserver.apply.fieldmanager import FieldManager
-from apiserver.machinery import errors, objectmeta
+from apiserver.machinery import errors, objectmeta, offload
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
@@ -113,14 +114,8 @@ class ResourceStore:
         self, namespace: str, raw: Any, opts: WriteOptions, yaml_duplicates: Sequence[str] = ()
     ) -> WriteResult:
         warnings: list[str] = []
-        obj = decode.decode_body(self.kind, raw, opts, warnings, yaml_duplicates)
+        obj = await offload.run(lambda: self._decode_create(namespace, raw, opts, warnings, yaml_duplicates))
         meta = objectmeta.metadata(obj)
-        strategy.check_namespace(meta, namespace)
-        if meta.get("resourceVersion"):
-            raise errors.bad_request("resourceVersion should not be set on objects to be created")
-        obj = self.field_manager.update(
-            self.field_manager.empty_object(), obj, _manager(opts), reset=managedfields.requests_reset(raw)
-        )
         if self.admission is not None:
             await self.admission(opts.user, namespace, obj, None)
         generate = not meta.get("name") and bool(meta.get("generateName"))
@@ -133,12 +128,28 @@ class ResourceStore:
                 return WriteResult(created, created=True, warnings=warnings)
         raise errors.already_exists_error(self.gr, str(objectmeta.metadata(obj).get("name", "")))
 
+    def _decode_create(
+        self,
+        namespace: str,
+        raw: Any,
+        opts: WriteOptions,
+        warnings: builtins.list[str],  # `list` is a method here
+        yaml_duplicates: Sequence[str],
+    ) -> JSON:
+        """The object a create stores, decoded and with its managed fields."""
+        obj = decode.decode_body(self.kind, raw, opts, warnings, yaml_duplicates)
+        meta = objectmeta.metadata(obj)
+        strategy.check_namespace(meta, namespace)
+        if meta.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        empty = self.field_manager.empty_object()
+        return self.field_manager.update(empty, obj, _manager(opts), reset=managedfields.requests_reset(raw))
+
     async def _create_one(
         self, namespace: str, obj: JSON, dry_run: bool, *, retry_taken: bool
     ) -> JSON | None:
         """Stores `obj` as new; None when its name is taken and `retry_taken` (a generated name)."""
-        strategy.prepare_create(self.kind, obj)
-        strategy.validate_create(self.kind, obj)
+        await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
         name = str(obj["metadata"]["name"])
         key = self.key(namespace, name)
         with interpreted(self.gr, name):

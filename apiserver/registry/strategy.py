@@ -51,6 +51,12 @@ def validate_create(kind: ResourceKind, obj: JSON) -> None:
     _refuse(kind, obj, kind.validate(obj))
 
 
+def prepare_and_validate_create(kind: ResourceKind, obj: JSON) -> None:
+    """Both steps of a create after admission, as one (machinery.offload runs them off the loop)."""
+    prepare_create(kind, obj)
+    validate_create(kind, obj)
+
+
 def validate_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
     """rest.BeforeUpdate's checks of any kind's metadata, then the kind's own: kube-apiserver
     reports an error of both in each (twice in the causes, once in the message), in that order."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from apiserver.apply import fieldmanager as managedfields
-from apiserver.machinery import errors, objectmeta
+from apiserver.machinery import errors, objectmeta, offload
 from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.options import WriteOptions
 from apiserver.machinery.types import JSON
@@ -102,12 +102,12 @@ class ObjectUpdate:
         if old is None:
             return await self._create()
         self.created = False
-        new = self.update.transform(old)
+        new = await offload.run(lambda: self.update.transform(old))
         self._check_resource_version(new, old)
         strategy.prepare_update(self.kind, new, old)
         if self.admission is not None:
             await self.admission(self.update.opts.user, self.namespace, new, old)
-        strategy.validate_update(self.kind, new, old)
+        await offload.run(lambda: strategy.validate_update(self.kind, new, old))
         managedfields.restore_unchanged_times(new, old)
         if new == old:
             self.answer = old
@@ -128,12 +128,11 @@ class ObjectUpdate:
     async def _create(self) -> Decision:
         """Create-on-update: the transformed empty object is created as a POST would create it."""
         self.created = True
-        obj = self.update.transform(self.blank())
+        obj = await offload.run(lambda: self.update.transform(self.blank()))
         objectmeta.metadata(obj).pop("resourceVersion", None)
         if self.admission is not None:
             await self.admission(self.update.opts.user, self.namespace, obj, None)
-        strategy.prepare_create(self.kind, obj)
-        strategy.validate_create(self.kind, obj)
+        await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
         if self.update.opts.dry_run:
             self.answer = obj
             return None

@@ -7,9 +7,8 @@ cases (many keys, deep nesting, long strings, many list items), a 1 MiB request 
 8 KiB headers. /healthz must answer within 1 s throughout, and the hostile request gets a 4xx or its
 normal answer, never a 5xx. The table printed (`-s`) is each input's worst /healthz latency.
 
-On demand (`./scripts/test -m stalls -s tests/integration/test_event_loop_stalls.py`, about two
-minutes) until it passes: decoding is off the loop now, but an Event of 150,000 labels is still
-validated, and a large patch still merged, on it (issue 20 keeps the figures)."""
+Alone, with the table: `./scripts/test -m stalls -s tests/integration/test_event_loop_stalls.py`
+(about 90 s)."""
 
 from __future__ import annotations
 
@@ -29,17 +28,8 @@ from tests.support.server import ServerProcess
 MIB = 1024 * 1024
 BODY_LIMIT = 3 * MIB - 1024  # just under the server's 3 MiB limit
 HEALTHZ_BOUND = 1.0
-
-
-@pytest.fixture(autouse=True)
-def _on_demand(request: pytest.FixtureRequest) -> None:
-    """The hostile inputs run on demand (marker `stalls`); the metric's test always."""
-    hostile = request.node.get_closest_marker("stalls") is not None
-    if hostile and "stalls" not in str(request.config.getoption("markexpr", "")):
-        pytest.skip("on demand: pytest -m stalls")
-
-
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+pytestmark = pytest.mark.stalls
 
 
 @dataclass
