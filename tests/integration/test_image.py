@@ -28,7 +28,7 @@ def built() -> Iterator[tuple[str, str]]:
     tag, seconds = image.build(client)
     size = json.loads(_docker(client, "image", "inspect", tag).stdout)[0]["Size"] / 1e6
     layers = _docker(client, "history", "--format", "{{.Size}}\t{{.CreatedBy}}", tag).stdout
-    print(f"\nimage {tag}: built in {seconds:.1f}s (Docker's layer cache kept), {size:.1f} MB; layers:\n{layers}")
+    print(f"\nimage {tag}: built in {seconds:.1f}s (layer cache kept), {size:.1f} MB; layers:\n{layers}")
     yield client, tag
 
 
