@@ -1,7 +1,7 @@
 """Hostile input at the largest size the limits admit, as an ordinary user, while a second client
 measures /healthz on the same worker (issue 20): every parser linear, the event loop never held.
 
-Each input goes to every endpoint the user reaches (the kinds in a namespace where she may edit,
+Each input goes to every endpoint the user reaches (the kinds in a namespace she is admin of,
 the self reviews and the access reviews): 3 MiB bodies of JSON, YAML and protobuf shaped to be worst
 cases (many keys, deep nesting, long strings, many list items), a 1 MiB request line of selectors,
 8 KiB headers. /healthz must answer within 1 s throughout, and the hostile request gets a 4xx or its
@@ -46,10 +46,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def dora(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Api:
-    """An ordinary user who may edit in team-a (and, as everyone, ask the reviews)."""
+    """An ordinary user, admin of team-a (RoleBindings too), who may, as everyone, ask the reviews."""
     binding = rolebinding(
-        "dora-edit",
-        roleRef={"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": "edit"},
+        "dora-admin",
+        roleRef={"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": "admin"},
         subjects=[{"kind": "User", "name": "dora", "apiGroup": "rbac.authorization.core.io"}],
     )
     assert Api(server).post(rb_path("team-a"), binding).status == 201
