@@ -52,10 +52,15 @@ COPY --from=builder /opt/coreio /opt/coreio
 
 # The data directory, owned by the runtime user so that a plain `docker run -v coreio:/var/lib/coreio`
 # works too; in Kubernetes an emptyDir is mounted over it and the root filesystem is read-only.
-RUN install --directory --owner=65532 --group=65532 --mode=0750 /var/lib/coreio
+# The user has a name too (`nonroot`, as in distroless images): libraries that ask for the user's
+# name (getpass, kopf) fail for a uid /etc/passwd does not know.
+RUN groupadd --gid 65532 nonroot \
+    && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /var/lib/coreio \
+        --shell /usr/sbin/nologin nonroot \
+    && install --directory --owner=65532 --group=65532 --mode=0750 /var/lib/coreio
 WORKDIR /var/lib/coreio
 
-# Numeric, so that runAsNonRoot can verify it without an /etc/passwd entry.
+# Numeric, so that runAsNonRoot can verify it without reading /etc/passwd.
 USER 65532:65532
 EXPOSE 8443
 

@@ -13,11 +13,13 @@ import datetime
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import kopf
 
+from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR, in_cluster_connection
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.types import JSON
 from apiserver_operator import metrics, reconcile, retention, status
@@ -32,6 +34,24 @@ UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 @dataclass(frozen=True)
 class HandlerConfig:
     reconcile_interval: float = 30.0
+
+
+def login_in_cluster(
+    directory: Path = SERVICE_ACCOUNT_DIR, environ: dict[str, str] | None = None
+) -> kopf.ConnectionInfo | None:
+    """The pod's service account at KUBERNETES_SERVICE_HOST/PORT, as client-go and KubeClient reach
+    it. kopf's own `login_with_service_account` names https://kubernetes.default.svc, which only a
+    cluster DNS resolves (and is not the address the pod was given)."""
+    connection = in_cluster_connection(directory, environ)
+    if connection is None or connection.token_file is None:
+        return None
+    namespace = directory / "namespace"
+    return kopf.ConnectionInfo(
+        server=connection.server,
+        ca_path=str(directory / "ca.crt"),
+        token=connection.token_file.read_text().strip(),
+        default_namespace=namespace.read_text().strip() if namespace.exists() else None,
+    )
 
 
 def _now() -> datetime.datetime:
@@ -115,7 +135,7 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # The same sources as KubeClient, in the same order: a kubeconfig, else the pod's account.
-        return kopf.login_with_kubeconfig(**kwargs) or kopf.login_with_service_account(**kwargs)
+        return kopf.login_with_kubeconfig(**kwargs) or login_in_cluster()
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -147,6 +147,9 @@ async def _kopf(config: OperatorConfig, client: KubeClient, stop: asyncio.Event)
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
         standalone=True,
+        # kopf's own default asks getpass for the user name, which fails for a uid without an
+        # /etc/passwd entry (a pod's runAsUser): give it ours.
+        identity=config.identity,  # type: ignore[arg-type]  # kopf's Identity NewType is not exported
         memo=kopf.Memo(client=client),
         stop_flag=stop,
     )

@@ -21,14 +21,12 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -40,6 +38,7 @@ from tests.support.helm import Helm
 from tests.support.pods import EmulatedPod
 from tests.support.server import free_port
 from tests.support.tools import helm_path
+from tests.support.traffic import AggregatedTraffic, wait_for
 
 pytestmark = [pytest.mark.e2e]
 
@@ -111,18 +110,6 @@ class Installed:
         with contextlib.suppress(OSError):
             return self.operator_log.read_text(errors="replace")[-4000:]
         return ""
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(AssertionError, subprocess.SubprocessError, OSError):
-            last = check()
-            if last:
-                return last
-        time.sleep(every)
-    raise TimeoutError(f"{what}: not after {timeout}s (last: {last!r})")
 
 
 def helm(installed: Installed, *args: str) -> str:
@@ -350,42 +337,6 @@ def test_drift_is_repaired(installed: Installed) -> None:
 
     wait_for("drift repaired", repaired, timeout=30)
     wait_for("Available=True", lambda: installed.condition("Available").get("status") == "True", timeout=60)
-
-
-class AggregatedTraffic:
-    """Requests through kube-apiserver to coreio, one after the other, on fresh connections."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.ok = 0
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        context = self.plane.ssl_context()
-        url = f"{self.plane.url}/apis/events.core.io/v1/namespaces/default/events?limit=1"
-        while not self._stop.is_set():
-            try:
-                with urllib.request.urlopen(url, context=context, timeout=10) as response:
-                    response.read()
-                    self.ok += 1
-            except (urllib.error.URLError, OSError) as exc:
-                body = (
-                    exc.read().decode(errors="replace")[:300]
-                    if isinstance(exc, urllib.error.HTTPError)
-                    else ""
-                )
-                self.failures.append(f"{time.strftime('%X')} {exc} {body}")
-            time.sleep(0.05)
-
-    def __enter__(self) -> AggregatedTraffic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=15)
 
 
 def presented_certificate(address: str, port: int) -> x509.Certificate:

@@ -54,6 +54,8 @@ class ControlPlanePKI:
     """Every credential of the control plane, as files in `directory`."""
 
     directory: Path
+    # More names for kube-apiserver's serving certificate (the real node's address and ClusterIP).
+    extra_names: tuple[str, ...] = ()
     ca: pki.KeyPair = field(init=False)
     front_proxy_ca: pki.KeyPair = field(init=False)
 
@@ -72,6 +74,7 @@ class ControlPlanePKI:
                 "kubernetes.default",
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
+                *self.extra_names,
             ],
             common_name="kube-apiserver",
         )

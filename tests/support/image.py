@@ -30,10 +30,22 @@ def _run(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.Compl
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
+class DockerUnavailable(RuntimeError):
+    """No root or no apt-get here: Docker's daemon cannot be installed or started."""
+
+
 def docker() -> str:
     """The docker client, with Debian's daemon running; skips when neither can be had."""
+    try:
+        return ensure_docker()
+    except DockerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def ensure_docker() -> str:
+    """The docker client, with Debian's daemon running (installed and started when missing)."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("the image tests need root and apt-get (Debian's docker.io and mmdebstrap)")
+        raise DockerUnavailable("the image tests need root and apt-get (Debian's docker.io and mmdebstrap)")
     if shutil.which("dockerd") is None or shutil.which("mmdebstrap") is None:
         _run("apt-get", "update", "-qq")
         _run(
@@ -55,7 +67,7 @@ def docker() -> str:
         deadline = time.monotonic() + 60
         while subprocess.run([client, "info"], capture_output=True).returncode != 0:
             if time.monotonic() > deadline:
-                pytest.fail(f"dockerd did not start: {(CACHE / 'dockerd.log').read_text()[-2000:]}")
+                raise RuntimeError(f"dockerd did not start: {(CACHE / 'dockerd.log').read_text()[-2000:]}")
             time.sleep(0.5)
     return client
 
