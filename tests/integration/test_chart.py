@@ -30,7 +30,8 @@ pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "coreio"
 RELEASE, NAMESPACE, KUBE_VERSION = "coreio", "coreio-system", "1.33.0"
-IMAGE = "ghcr.io/coreio/coreio:0.1.0"
+REPOSITORY = "registry.example.com/coreio"
+IMAGE = f"{REPOSITORY}:0.1.0"
 SERVICE_ACCOUNT = "coreio-operator"
 OPERATOR = f"{RELEASE}-coreio-operator"
 
@@ -72,7 +73,10 @@ GENERATED = re.compile(
 
 class ChartHelm(Helm):
     def template(self, *sets: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Renders with `sets`, and with image.repository (required) unless `sets` names it."""
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+        if not any(value.startswith("image.repository=") for value in sets):
+            sets = (f"image.repository={REPOSITORY}", *sets)
         return self.run(*args, *set_args(sets), check=check)
 
 
@@ -122,6 +126,19 @@ def is_test_hook(obj: Obj) -> bool:
 def test_lint_strict(helm: ChartHelm, sets: tuple[str, ...]) -> None:
     result = helm.run("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *set_args(sets))
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("sets", [(), ("image.repository=",)], ids=["unset", "empty"])
+def test_no_image_fails_at_once_in_one_line(helm: ChartHelm, sets: tuple[str, ...]) -> None:
+    """No image is published: without image.repository the install fails before any pod exists,
+    saying what to do (rather than pods in ImagePullBackOff on an image that does not exist)."""
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *set_args(sets)]
+    result = helm.run(*args, check=False)
+    assert result.returncode != 0
+    first = result.stderr.strip().splitlines()[0]
+    assert first.startswith("Error: execution error at (coreio/templates/")
+    assert "image.repository is not set: no coreio image is published" in first
+    assert "--set image.repository=<registry>/coreio" in first
 
 
 def test_lint_refuses_values_outside_the_schema(helm: ChartHelm) -> None:
@@ -292,7 +309,7 @@ def test_pod_settings_from_values(helm: ChartHelm) -> None:
     assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
     assert "podAntiAffinity" in pod["spec"]["affinity"]
     assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
-    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/coreio/coreio:0.2.0"
+    assert pod["spec"]["containers"][0]["image"] == f"{REPOSITORY}:0.2.0"
 
 
 def test_pod_labels_cannot_change_the_selector(helm: ChartHelm) -> None:
@@ -313,7 +330,7 @@ def test_installation_defaults(helm: ChartHelm) -> None:
 def test_installation_spec_from_values(helm: ChartHelm) -> None:
     installation = only(render(helm, *CUSTOMISED, "installation.name=prod"), "Installation", "prod")
     assert installation["spec"] == {
-        "image": "ghcr.io/coreio/coreio:0.2.0",
+        "image": f"{REPOSITORY}:0.2.0",
         "replicas": 3,
         "extraArgs": ["--event-ttl=7200"],
         "storage": {
@@ -481,6 +498,7 @@ def test_test_hook_checks_both_apis(helm: ChartHelm) -> None:
 
 def test_notes_explain_how_to_check_the_installation(helm: ChartHelm) -> None:
     args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    args += ["--set", f"image.repository={REPOSITORY}"]
     notes = helm.run(*args).stdout.partition("NOTES:")[2]
     for command in (
         f"kubectl get installations -n {NAMESPACE}",

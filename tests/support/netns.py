@@ -27,6 +27,10 @@ def _ip(*args: str) -> None:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
 
+class AddressTaken(RuntimeError):
+    """The host's end of the pair has its address on another link already."""
+
+
 @dataclass
 class NetworkNamespace:
     """`name` with `eth0` at `node_address`/30 inside, and the host's end of the pair at
@@ -37,13 +41,23 @@ class NetworkNamespace:
     node_address: str
     host_link: str
     sysctls: dict[str, str] = field(default_factory=dict)
+    created: bool = False
 
     @property
     def path(self) -> str:
         return f"/run/netns/{self.name}"
 
     def create(self) -> None:
-        self.delete()  # a leftover of a run that was killed
+        taken = subprocess.run(
+            ["ip", "-o", "addr", "show", "to", self.host_address], capture_output=True, text=True, check=False
+        ).stdout.split()
+        if taken:  # a node runs here already (a test's, or scripts/dev-cluster), or was killed
+            raise AddressTaken(
+                f"{self.host_address} is taken by link {taken[1]}: another node runs here"
+                f" (if it was killed, `ip link del {taken[1]}` frees it)"
+            )
+        self._remove()  # a namespace of this name left by a run that was killed
+        self.created = True
         _ip("netns", "add", self.name)
         _ip("link", "add", self.host_link, "type", "veth", "peer", "name", "eth0", "netns", self.name)
         _ip("addr", "add", f"{self.host_address}/30", "dev", self.host_link)
@@ -64,6 +78,12 @@ class NetworkNamespace:
         return done.stdout
 
     def delete(self) -> None:
+        """Removes what `create` made (nothing, when it failed: the addresses were another's)."""
+        if self.created:
+            self._remove()
+            self.created = False
+
+    def _remove(self) -> None:
         subprocess.run(["ip", "link", "del", self.host_link], capture_output=True, check=False)
         if Path(self.path).exists():
             subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)

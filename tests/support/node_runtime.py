@@ -144,6 +144,8 @@ class ContainerRuntime:
 
     def stop(self) -> None:
         """containerd, then every container it left (the kubelet does not stop pods on exit)."""
+        if self.daemon is None:
+            return  # never started: nothing of ours to remove
         runc_root = self.directory / "runc" / "k8s.io"
         if runc_root.is_dir():
             listed = subprocess.run(

@@ -24,7 +24,8 @@ coreio-operator
 
 {{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
 {{- define "coreio.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repository := required "image.repository is not set: no coreio image is published; build it from the repository's Dockerfile, push it, and pass --set image.repository=<registry>/coreio (see the chart's README)" .Values.image.repository -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/*
