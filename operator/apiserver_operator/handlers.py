@@ -24,9 +24,8 @@ from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.types import JSON
 from apiserver_operator import metrics, reconcile, retention, status
 from apiserver_operator.kube import ApiError, KubeClient
-from apiserver_operator.spec import GROUP, PLURAL, VERSION, parse_spec
+from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION, parse_spec
 
-FINALIZER = f"{GROUP}/cleanup"
 MAX_GC_BACKOFF = 600.0
 UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
@@ -166,7 +165,9 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
         try:
             inst = reconcile.installation(dict(body))
         except reconcile.Refused:
-            return  # it never had children
+            # A spec refused now may have served before (a working SQLite install scaled to three):
+            # its children are found by namespace, name and owner alone.
+            inst = reconcile.identity(dict(body))
         async with _lock(memo):
             memo["deleting"] = True
             removed = await reconcile.remove_children(_client(memo), inst)

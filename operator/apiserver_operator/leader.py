@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 
 from apiserver.machinery.types import JSON
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
@@ -33,20 +36,25 @@ def _micro(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(text: str) -> datetime.datetime:
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
-
-
 @dataclass
 class LeaderElection:
+    """client-go's timings: a Lease of 15 s, renewed every 2 s; a leader that has not renewed for
+    10 s (the renew deadline) or that sees another holder steps down. Expiry is judged by this
+    process's own clock: a rival's Lease counts as expired only once its record has stayed the same
+    for a whole lease duration since this process first saw it, so skewed clocks cannot make two
+    leaders."""
+
     client: KubeClient
     namespace: str
     name: str
     identity: str
     lease_seconds: int = 15
-    renew_seconds: float = 5.0
+    renew_deadline: float = 10.0
     retry_seconds: float = 2.0
     leading: bool = False
+    holder: str = ""  # the holder the last read of the Lease showed
+    _observed: tuple[str, ...] = ()
+    _observed_at: float = 0.0
 
     @property
     def path(self) -> str:
@@ -61,12 +69,19 @@ class LeaderElection:
             "leaseTransitions": transitions,
         }
 
+    def _observe(self, spec: JSON) -> None:
+        """Notes when the Lease's record last changed, by this process's monotonic clock."""
+        fields = ("holderIdentity", "renewTime", "acquireTime", "leaseTransitions", "leaseDurationSeconds")
+        record = tuple(str(spec.get(key) or "") for key in fields)
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        self.holder = record[0]
+
     def _expired(self, spec: JSON) -> bool:
-        holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
-        if not holder or not renewed:
-            return True
+        if not spec.get("holderIdentity"):
+            return True  # released
         duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
-        return _parse(str(renewed)) + datetime.timedelta(seconds=duration) < _now()
+        return time.monotonic() >= self._observed_at + duration
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this identity holds the Lease afterwards."""
@@ -80,6 +95,7 @@ class LeaderElection:
             }
             return await self._write("POST", self.path.rsplit("/", 1)[0], body)
         spec = lease.get("spec", {})
+        self._observe(spec)
         mine = spec.get("holderIdentity") == self.identity
         if not mine and not self._expired(spec):
             return False
@@ -109,19 +125,26 @@ class LeaderElection:
     async def _attempt(self) -> bool:
         try:
             return await self.try_acquire_or_renew()
-        except (ApiError, OSError, TimeoutError) as exc:
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            # A restarting kube-apiserver drops connections (ServerDisconnectedError): retried.
             log.warning("Lease %s/%s: %s", self.namespace, self.name, exc)
             return False
 
     async def keep(self) -> None:
-        """Renews until cancelled; raises LeadershipLost when a renewal is not done in time."""
-        deadline = asyncio.get_running_loop().time() + self.lease_seconds
+        """Renews until cancelled; raises LeadershipLost when another holder is seen, or when no
+        renewal succeeded within the renew deadline (so this replica stops before a rival, which
+        waits a whole lease duration, can start)."""
+        renewed = time.monotonic()
         while True:
-            await asyncio.sleep(self.renew_seconds)
+            await asyncio.sleep(self.retry_seconds)
             if await self._attempt():
-                deadline = asyncio.get_running_loop().time() + self.lease_seconds
-            elif asyncio.get_running_loop().time() >= deadline - self.renew_seconds:
-                raise LeadershipLost(f"Lease {self.namespace}/{self.name} not renewed in time")
+                renewed = time.monotonic()
+            elif self.holder not in ("", self.identity):
+                raise LeadershipLost(f"Lease {self.namespace}/{self.name} is held by {self.holder} now")
+            elif time.monotonic() - renewed >= self.renew_deadline:
+                raise LeadershipLost(
+                    f"Lease {self.namespace}/{self.name} not renewed within {self.renew_deadline:g}s"
+                )
 
     async def release(self) -> None:
         """Hands the Lease back at once, so that another replica need not wait for it to expire."""
@@ -149,5 +172,5 @@ class LeaderElection:
     async def _release_quietly(self) -> None:
         try:
             await self.release()
-        except (ApiError, OSError, TimeoutError) as exc:
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("Lease %s/%s not released: %s", self.namespace, self.name, exc)

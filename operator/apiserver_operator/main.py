@@ -23,6 +23,7 @@ from apiserver_operator import handlers, metrics
 from apiserver_operator.children import APISERVICE_NAMES
 from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment
 from apiserver_operator.leader import LeaderElection, LeadershipLost
+from apiserver_operator.uninstall import uninstall
 
 log = logging.getLogger("coreio.operator")
 DESCRIPTION = """\
@@ -40,11 +41,21 @@ class OperatorConfig:
     liveness_endpoint: str = ""
     metrics_address: str = ""
     reconcile_interval: float = 30.0
+    installation: str = "coreio"
+    uninstall_wait: float = 120.0
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coreio-operator", description=DESCRIPTION)
-    parser.add_argument("command", nargs="?", choices=["run", "check-api"], default="run")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=["run", "check-api", "uninstall"],
+        default="run",
+        help="run the operator (default); check-api: list both resources through the cluster;"
+        " uninstall: delete the Installation --installation in the namespace -n (default: the pod's)"
+        " and wait until its children are gone (the chart's pre-delete hook)",
+    )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     scope.add_argument(
@@ -77,6 +88,15 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds between reconciliations of each Installation (drift, certificates, Event GC)"
         " (default: 30)",
     )
+    parser.add_argument(
+        "--installation", default="coreio", help="uninstall: the Installation (default: coreio)"
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=120.0,
+        help="uninstall: seconds to wait for the operator before removing the children itself (default: 120)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -93,6 +113,10 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
     args = parser.parse_args(argv)
     if args.reconcile_interval <= 0:
         parser.error("--reconcile-interval must be positive")
+    if args.wait <= 0:
+        parser.error("--wait must be positive")
+    if args.command == "uninstall" and len(args.namespace) > 1:
+        parser.error("uninstall takes one namespace (-n)")
     config = OperatorConfig(
         namespaces=list(args.namespace),
         leader_election=not args.no_leader_election,
@@ -101,6 +125,8 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
         liveness_endpoint=args.liveness_endpoint,
         metrics_address=args.metrics_address,
         reconcile_interval=args.reconcile_interval,
+        installation=args.installation,
+        uninstall_wait=args.wait,
     )
     return str(args.command), config, bool(args.verbose)
 
@@ -201,6 +227,18 @@ async def check_api() -> int:
     return 1 if failures else 0
 
 
+async def run_uninstall(config: OperatorConfig) -> int:
+    """The chart's pre-delete hook: see `uninstall`."""
+    client = KubeClient(connection_from_environment())
+    namespace = config.namespaces[0] if config.namespaces else _default_lease_namespace()
+    try:
+        for step in await uninstall(client, namespace, config.installation, config.uninstall_wait):
+            print(step, flush=True)
+    finally:
+        await client.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     command, config, verbose = parse_args(argv)
     logging.basicConfig(
@@ -211,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if command == "check-api":
             raise SystemExit(asyncio.run(check_api()))
+        if command == "uninstall":
+            raise SystemExit(asyncio.run(run_uninstall(config)))
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run(config))
     except (RuntimeError, ValueError, OSError) as exc:

@@ -20,7 +20,7 @@ from apiserver_operator import children
 from apiserver_operator.certificates import CertificatePlan, plan_certificates
 from apiserver_operator.children import OWNER_ANNOTATION, Installation
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
-from apiserver_operator.spec import parse_spec
+from apiserver_operator.spec import InstallationSpec, parse_spec
 
 log = logging.getLogger("coreio.operator")
 
@@ -84,6 +84,14 @@ def installation(body: JSON) -> Installation:
             f"embedded SQLite allows one replica only, {spec.replicas} asked: use etcd storage for more",
         )
     return Installation(namespace, name, str(meta.get("uid", "")), spec)
+
+
+def identity(body: JSON) -> Installation:
+    """The Installation's namespace, name and uid under a default spec: all that finding and
+    removing its children takes (their names and owner annotation), whatever its spec says."""
+    meta = body.get("metadata", {})
+    namespace, name, uid = (str(meta.get(key, "")) for key in ("namespace", "name", "uid"))
+    return Installation(namespace, name, uid, InstallationSpec())
 
 
 async def claim_cluster(client: KubeClient, inst: Installation) -> None:

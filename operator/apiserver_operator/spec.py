@@ -19,6 +19,8 @@ GROUP = "operator.core.io"
 VERSION = "v1alpha1"
 KIND = "Installation"
 PLURAL = "installations"
+# What the operator puts on each Installation so that it removes the children before it goes.
+FINALIZER = f"{GROUP}/cleanup"
 DEFAULT_IMAGE = "ghcr.io/coreio/coreio:0.1.0"
 
 

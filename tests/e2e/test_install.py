@@ -450,6 +450,13 @@ def test_leader_election_hands_over(installed: Installed) -> None:
 
 
 def test_deleting_the_installation_removes_its_children(installed: Installed) -> None:
+    # Refused now (SQLite with three replicas), after it served: its children go all the same.
+    installed.plane.run(
+        "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":3}}'
+    )
+    wait_for(
+        "refusal", lambda: installed.condition("Ready").get("reason") == "SQLiteSingleReplica", timeout=30
+    )
     installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
     for kind, name, ns in [
         ("apiservice", APISERVICES[0], ""),
@@ -498,11 +505,44 @@ def test_etcd_storage_with_replicas(installed: Installed) -> None:
     assert [item["metadata"]["name"] for item in listed["items"]] == ["on-etcd"]
 
 
-def test_helm_uninstall_after_the_installation(installed: Installed) -> None:
-    installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
-    helm(installed, "uninstall", "coreio", "-n", NS, "--wait", "--timeout=60s")
+def test_uninstall_hook_cleans_up_without_the_operator(installed: Installed) -> None:
+    """The chart's pre-delete hook, its command run here as its Job would run it (no kubelet runs
+    Jobs in this harness; `test_real_node.py` runs the real one): with the operator stopped it
+    waits, then removes the children itself and drops the finalizer, so `helm uninstall` finishes."""
+    assert installed.operator is not None
+    installed.operator.terminate()
+    installed.operator.wait(timeout=30)
+    installed.operator = None
+    hooks = [o for o in yaml.safe_load_all(helm(installed, "get", "hooks", "coreio", "-n", NS)) if o]
+    job = next(o for o in hooks if o["kind"] == "Job")
+    installed.plane.apply(*[o for o in hooks if o["kind"] in {"Role", "RoleBinding"}])
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    args = [a for a in container["args"] if not a.startswith("--wait=")] + ["--wait=3"]
+    account = job["spec"]["template"]["spec"]["serviceAccountName"]
+    done = _check_api(installed, account, [*container["command"], *args])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"Installation {NS}/coreio: the operator did not finish within 3s"
+    assert "APIService v1.events.core.io" in lines[1] and "Deployment coreio" in lines[1]
+    assert lines[-1] == f"Installation {NS}/coreio: deleted"
+    assert installed.get("installation", "coreio", "-n", NS) is None
+    for name in APISERVICES:
+        assert installed.get("apiservice", name) is None
+    assert installed.get("clusterrolebinding", "coreio:auth-delegator") is None
+    assert installed.get("deployment", "coreio", "-n", NS) is None
+    # Run again (a retried Job): nothing left to do, and it says so.
+    again = _check_api(installed, account, [*container["command"], *args])
+    assert (
+        again.returncode == 0
+        and again.stdout.strip() == f"Installation {NS}/coreio: not found, nothing to remove"
+    )
+
+
+def test_helm_uninstall_after_the_hook(installed: Installed) -> None:
+    # --no-hooks: the hook's work is done above, and no kubelet would run its Job here.
+    helm(installed, "uninstall", "coreio", "-n", NS, "--no-hooks", "--wait", "--timeout=60s")
     operators = installed.get("deployment", "-n", NS, "-l", "app.kubernetes.io/component=operator")
     assert operators is not None and operators["items"] == []
     assert installed.get("apiservice", APISERVICES[0]) is None
-    # Helm keeps CRDs it installed from crds/, and with them any Installation left behind.
+    # Helm keeps CRDs it installed from crds/.
     assert installed.get("crd", "installations.operator.core.io") is not None

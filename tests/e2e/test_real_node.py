@@ -300,22 +300,36 @@ def _wait_for_data(on_node: OnNode) -> None:
     wait_for("the data listed again", lambda: _names(on_node) == expected, timeout=120, every=1)
 
 
-def test_uninstall_removes_everything_but_the_data(on_node: OnNode) -> None:
-    """The Installation first (`helm uninstall` alone leaves it stuck: issue 22), then the chart."""
+def test_plain_helm_uninstall_removes_everything(on_node: OnNode) -> None:
+    """`helm uninstall` alone: the chart's pre-delete hook (a Job the kubelet runs) deletes the
+    Installation while the operator still runs, so nothing of coreio remains and nothing stays
+    Terminating; the namespace can then be deleted."""
     cluster = on_node.cluster
     started = time.monotonic()
-    cluster.run("delete", "installation", "coreio", "-n", NS, "--timeout=120s")
     on_node.helm("uninstall", "coreio", "-n", NS, "--wait")
-    on_node.timed("delete Installation and helm uninstall", started)
-    wait_for("no pods left", lambda: (on_node.get("pods", "-n", NS) or {}).get("items") == [], timeout=120)
-    for kind in ("deployments", "services", "secrets", "serviceaccounts", "roles", "rolebindings"):
-        found = on_node.get(kind, "-n", NS) or {"items": []}
-        names = [i["metadata"]["name"] for i in found["items"] if i["metadata"]["name"] != "default"]
-        names = [n for n in names if not n.startswith("kube-root-ca")]
-        assert names == [], f"{kind} left: {names}"
+    on_node.timed("helm uninstall --wait (pre-delete hook included)", started)
+    assert on_node.get("installation", "coreio", "-n", NS) is None
     for name in APISERVICES:
         assert on_node.get("apiservice", name) is None
+    for kind, name in [
+        ("clusterrolebinding", "coreio:auth-delegator"),
+        ("clusterrolebinding", "coreio:apiserver"),
+        ("clusterrole", "coreio:apiserver"),
+        ("clusterrolebinding", "coreio:access-reviewer"),
+        ("clusterrole", "coreio:access-reviewer"),
+        ("clusterrole", "coreio-coreio-operator"),
+    ]:
+        assert on_node.get(kind, name) is None, f"{kind}/{name} left"
+    assert on_node.get("rolebinding", "coreio:authentication-reader", "-n", "kube-system") is None
+    wait_for("no pods left", lambda: (on_node.get("pods", "-n", NS) or {}).get("items") == [], timeout=120)
+    for kind in ("deployments", "services", "secrets", "jobs", "roles", "rolebindings"):
+        found = on_node.get(kind, "-n", NS) or {"items": []}
+        assert [i["metadata"]["name"] for i in found["items"]] == [], f"{kind} left in {NS}"
     gone = cluster.run("get", "rolebindings.rbac.authorization.core.io", "-A", check=False)
     assert gone.returncode != 0 and "doesn't have a resource type" in gone.stderr
-    # The data outlives the Installation, as a StatefulSet's volumes do.
+    # The data claim outlives the release (as a StatefulSet's volumes do) until its namespace goes.
     assert on_node.get("persistentvolumeclaim", "coreio-data", "-n", NS) is not None
+    started = time.monotonic()
+    cluster.run("delete", "namespace", NS, "--timeout=120s")
+    on_node.timed("namespace deleted", started)
+    assert on_node.get("namespace", NS) is None

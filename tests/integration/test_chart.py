@@ -1,8 +1,9 @@
 """The coreio Helm chart (charts/coreio) with the real Helm 4, no cluster: `helm lint --strict`; the
 manifests rendered for several sets of values, each valid for Kubernetes 1.33 in strict mode (the
 Installation against its CRD), GitOps-safe (no nulls, no empty maps or lists, no Helm annotations
-besides the test hook's, identical on every render) and under the restricted Pod Security profile;
-values.schema.json refusing bad values; the operator's RBAC exactly as the operator needs it."""
+besides the test and uninstall hooks', identical on every render) and under the restricted Pod
+Security profile; values.schema.json refusing bad values; the operator's RBAC exactly as the
+operator needs it."""
 
 from __future__ import annotations
 
@@ -119,6 +120,10 @@ def is_test_hook(obj: Obj) -> bool:
     return bool(obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "test")
 
 
+def is_uninstall_hook(obj: Obj) -> bool:
+    return bool(obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-delete")
+
+
 # ----------------------------------------------------------------------------- lint
 
 
@@ -170,7 +175,7 @@ def gitops_problems(obj: Obj) -> list[str]:
     problems = [f"{name} {path}: null" for path, value in walk(obj) if value is None]
     problems += [f"{name} {path}: empty" for path, value in walk(obj) if value in ({}, [])]
     helm_annotations = [a for a in obj["metadata"].get("annotations", {}) if a.startswith("helm.sh/")]
-    if helm_annotations and not is_test_hook(obj):
+    if helm_annotations and not (is_test_hook(obj) or is_uninstall_hook(obj)):
         problems.append(f"{name}: Helm annotations {helm_annotations}")
     return problems
 
@@ -194,12 +199,13 @@ def test_every_object_has_the_standard_labels(variant: tuple[str, str]) -> None:
     for obj in load_yaml_documents(variant[1]):
         labels = obj["metadata"]["labels"]
         assert labels | STANDARD_LABELS == labels, manifests.describe(obj)
-        assert labels["app.kubernetes.io/component"] in {"operator", "apiserver", "test"}
+        assert labels["app.kubernetes.io/component"] in {"operator", "apiserver", "test", "uninstall"}
 
 
 def test_pods_run_under_the_restricted_profile(variant: tuple[str, str]) -> None:
     specs = [(manifests.describe(o), s) for o in load_yaml_documents(variant[1]) for s in pod_specs(o)]
-    assert len(specs) == 2, "the operator's Deployment and the test Pod"
+    expected = 2 if variant[0] == "no-installation" else 3
+    assert len(specs) == expected, "the operator's Deployment, the test Pod and the uninstall Job"
     assert [f"{name}: {p}" for name, spec in specs for p in restricted_problems(spec)] == []
 
 
@@ -464,7 +470,7 @@ def test_operator_role_holds_its_lease(helm: ChartHelm) -> None:
 
 def test_no_role_grants_a_wildcard(helm: ChartHelm) -> None:
     roles = [o for o in render(helm) if o["kind"] in {"Role", "ClusterRole"}]
-    assert len(roles) == 3
+    assert len(roles) == 4  # the operator's two, the test hook's, the uninstall hook's
     for role in roles:
         for rule in role["rules"]:
             assert "nonResourceURLs" not in rule
@@ -494,6 +500,36 @@ def test_test_hook_checks_both_apis(helm: ChartHelm) -> None:
         ("rbac.authorization.core.io", "rolebindings", "list", ""),
         ("events.core.io", "events", "list", ""),
     }
+
+
+def test_uninstall_hook_deletes_the_installation_first(helm: ChartHelm) -> None:
+    """`helm uninstall` runs it before deleting anything: the operator's ServiceAccount, and for the
+    hook's life only, the right to delete this one Installation."""
+    hooks = [o for o in render(helm, "installation.name=prod") if is_uninstall_hook(o)]
+    assert sorted(o["kind"] for o in hooks) == ["Job", "Role", "RoleBinding"]
+    for hook in hooks:
+        annotations = hook["metadata"]["annotations"]
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+        assert annotations["argocd.argoproj.io/hook"] == "PreDelete"
+        assert hook["metadata"]["namespace"] == NAMESPACE
+    weights = {o["kind"]: int(o["metadata"]["annotations"].get("helm.sh/hook-weight", "0")) for o in hooks}
+    assert weights["Role"] < weights["Job"] and weights["RoleBinding"] < weights["Job"]
+    assert granted(only(hooks, "Role")["rules"]) == {
+        ("operator.core.io", "installations", verb, "prod") for verb in ("get", "delete", "patch")
+    }
+    binding = only(hooks, "RoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    ]
+    pod = only(hooks, "Job")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT and pod["restartPolicy"] == "Never"
+    container = pod["containers"][0]
+    assert container["image"] == IMAGE
+    assert [*container["command"], *container["args"]] == [
+        "coreio-operator", "uninstall", f"--namespace={NAMESPACE}", "--installation=prod", "--wait=120",
+    ]  # fmt: skip
+    # Without an Installation of the chart's own, there is nothing to uninstall first.
+    assert [o for o in render(helm, "installation.create=false") if is_uninstall_hook(o)] == []
 
 
 def test_notes_explain_how_to_check_the_installation(helm: ChartHelm) -> None:

@@ -214,6 +214,22 @@ class ControlPlane:
         self._write_kubeconfig()
         self._wait_ready()
 
+    def restart_kube_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stops kube-apiserver (SIGTERM, as a rolling restart does), waits `down_seconds`, starts it
+        again on the same port and waits until it is ready; etcd keeps running."""
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        time.sleep(down_seconds)
+        with self.log_file.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(self.kube_apiserver), *self.flags()],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self._wait_ready()
+
     def _write_kubeconfig(self) -> None:
         admin = {
             "client-certificate-data": _b64(self.pki.path("admin.crt").read_bytes()),

@@ -49,6 +49,7 @@ def test_help_says_where_credentials_come_from() -> None:
     [
         ((), {"HOME": "/nonexistent"}, "coreio-operator: no kubeconfig (KUBECONFIG, ~/.kube/config)"),
         (("check-api",), {"KUBECONFIG": "/nonexistent/kubeconfig"}, "coreio-operator: [Errno 2]"),
+        (("uninstall", "-n", "x"), {"KUBECONFIG": "/nonexistent/kubeconfig"}, "coreio-operator: [Errno 2]"),
     ],
 )
 def test_a_missing_cluster_is_one_line(args: tuple[str, ...], env: dict[str, str], expected: str) -> None:
@@ -65,3 +66,26 @@ def test_a_bad_flag_value_names_the_flag() -> None:
         done.stderr.strip().splitlines()[-1]
         == "coreio-operator: error: --reconcile-interval must be positive"
     )
+
+
+def test_uninstall_takes_the_installation_and_a_wait() -> None:
+    command, config, _ = parse_args(["uninstall", "-n", "team", "--installation=prod", "--wait=5"])
+    assert (command, config.namespaces, config.installation, config.uninstall_wait) == (
+        "uninstall",
+        ["team"],
+        "prod",
+        5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("uninstall", "-n", "a", "-n", "b"), "coreio-operator: error: uninstall takes one namespace (-n)"),
+        (("uninstall", "--wait=0"), "coreio-operator: error: --wait must be positive"),
+    ],
+)
+def test_uninstall_mistakes_are_one_line(args: tuple[str, ...], expected: str) -> None:
+    done = _run(*args, env={})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == expected

@@ -1,0 +1,69 @@
+"""`coreio-operator uninstall`: what the chart's pre-delete hook runs, so that `helm uninstall`
+alone removes everything.
+
+Helm deletes kinds it does not know (the Installation) last, after the operator's Deployment and
+RBAC, so the operator's finalizer would never run and the Installation would stay Terminating. The
+hook runs first, while the operator still runs: it deletes the Installation and waits for the
+operator to remove its children. Should the operator not finish in time (not running, or never
+leading), the hook removes the children itself, from the Installation's namespace, name and owner
+alone (never its spec, which may be one the operator refuses), then drops the finalizer."""
+
+from __future__ import annotations
+
+import asyncio
+
+from apiserver.machinery.types import JSON
+from apiserver_operator import reconcile
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
+from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION
+
+POLL_SECONDS = 1.0
+
+
+async def _gone(client: KubeClient, path: str, seconds: float) -> bool:
+    """Whether `path` is gone within `seconds` (polled)."""
+    try:
+        async with asyncio.timeout(seconds):
+            while True:  # a watch would do too; a hook waits seconds, once
+                if await client.get_or_none(path) is None:
+                    return True
+                await asyncio.sleep(POLL_SECONDS)
+    except TimeoutError:
+        return False
+
+
+async def _drop_finalizer(client: KubeClient, path: str, attempts: int = 5) -> None:
+    for _ in range(attempts):
+        current: JSON | None = await client.get_or_none(path)
+        if current is None:
+            return
+        meta = current["metadata"]
+        finalizers = [f for f in meta.get("finalizers", []) if f != FINALIZER]
+        # resourceVersion makes the merge patch conditional: a finalizer added meanwhile is kept.
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        try:
+            await client.merge_patch(path, patch)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    raise RuntimeError(f"{path}: the finalizer could not be removed ({attempts} conflicts in a row)")
+
+
+async def uninstall(client: KubeClient, namespace: str, name: str, wait: float) -> list[str]:
+    """Deletes the Installation and returns what happened, one line per step."""
+    path = resource_path(f"{GROUP}/{VERSION}", PLURAL, namespace, name)
+    body = await client.get_or_none(path)
+    if body is None:
+        return [f"Installation {namespace}/{name}: not found, nothing to remove"]
+    await client.delete(path)
+    if await _gone(client, path, wait):
+        return [f"Installation {namespace}/{name}: deleted, its children removed by the operator"]
+    steps = [f"Installation {namespace}/{name}: the operator did not finish within {wait:g}s"]
+    removed = await reconcile.remove_children(client, reconcile.identity(body))
+    steps.append(f"removed {', '.join(removed) or 'nothing'}")
+    await _drop_finalizer(client, path)
+    if not await _gone(client, path, wait):
+        raise RuntimeError(f"Installation {namespace}/{name} is still there after its finalizer was removed")
+    steps.append(f"Installation {namespace}/{name}: deleted")
+    return steps
