@@ -15,7 +15,14 @@ c. drop: a grace period later, the old CA leaves the bundle.
 Whichever serving certificate a pod presents (the one of this step or the last) is then signed by a
 CA in whichever bundle the aggregator holds (the one of this step or the last): no handshake fails.
 
-Everything is a function of the two Secrets and `now`: the operator reads them, calls
+The clock alone does not advance a rollover: the operator reads back what the cluster holds
+(`Observed`) and a step waits until it is safe. Promotion waits until every APIService's caBundle
+holds the next CA (a child that keeps failing, or an APIService someone reverted, must not leave the
+pods serving a certificate the aggregator does not trust), and the previous CA is dropped only once
+the pods serve certificates of the current one (a kubelet slower than the grace period must not
+leave them presenting one the new bundle lacks). Where nothing answers, the clock decides.
+
+Everything is a function of the two Secrets, what was observed and `now`: the operator reads them, calls
 `plan_certificates` and writes back what it gets. No state lives elsewhere, so a restarted operator
 carries on where the last one stopped, and a second call at the same moment changes nothing.
 Renewal times carry random jitter, drawn once at issue and stored, so that installations created
@@ -67,6 +74,22 @@ _NEVER = datetime.datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What the cluster holds, read just before planning: each APIService's caBundle (empty where
+    it is missing), and the leaf certificates the API server's pods presented through the Service
+    (none: nothing answered, so the clock decides)."""
+
+    bundles: tuple[bytes, ...]
+    served: tuple[x509.Certificate, ...] = ()
+
+    def all_trust(self, ca: x509.Certificate) -> bool:
+        return bool(self.bundles) and all(ca in _certificates(bundle) for bundle in self.bundles)
+
+    def all_served_by(self, ca: x509.Certificate) -> bool:
+        return all(pki.is_signed_by(leaf, ca) for leaf in self.served)
+
+
+@dataclass(frozen=True)
 class CertificatePlan:
     """What the two Secrets and the APIServices should hold after one call.
 
@@ -85,6 +108,8 @@ class CertificatePlan:
     serving_renew_after: datetime.datetime
     rollover: Phase
     next_due: datetime.datetime
+    # Rollover steps due by the clock but held back by what was observed (for the log).
+    waiting: tuple[str, ...] = ()
 
     def status(self) -> dict[str, Any]:
         """For the Installation's `status.certificates`."""
@@ -105,14 +130,16 @@ def plan_certificates(
     *,
     now: datetime.datetime,
     rng: random.Random,
+    observed: Observed | None = None,
 ) -> CertificatePlan:
-    """The Secrets' next contents at `now` (timezone-aware), for a serving certificate for `hosts`."""
+    """The Secrets' next contents at `now` (timezone-aware), for a serving certificate for `hosts`;
+    rollover steps wait for `observed` (None: by the clock alone)."""
     names = pki.normalize_hosts(hosts)
     if not names:
         raise ValueError("a serving certificate needs at least one host")
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    run = _Run(spec, now.astimezone(UTC), rng)
+    run = _Run(spec, now.astimezone(UTC), rng, observed)
     ca = run.load_ca(*_contents(ca_secret))
     run.advance_rollover(ca)
     serving = run.serving(ca.current, *_contents(serving_secret), names)
@@ -178,6 +205,13 @@ def _stored(
         {k: v for k, v in data.items() if k in data_keys},
         {k: v for k, v in annotations.items() if k in annotation_keys},
     )
+
+
+def _certificates(bundle: bytes) -> list[x509.Certificate]:
+    try:
+        return x509.load_pem_x509_certificates(bundle)
+    except ValueError:
+        return []
 
 
 def _b64(data: bytes) -> str:
@@ -269,7 +303,9 @@ class _Run:
     spec: Certificates
     now: datetime.datetime
     rng: random.Random
+    observed: Observed | None = None
     actions: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
 
     @property
     def grace(self) -> datetime.timedelta:
@@ -331,10 +367,10 @@ class _Run:
 
     def advance_rollover(self, ca: _CA) -> None:
         """At most one step of each kind; announce and promote never in the same call."""
-        if ca.previous is not None and self.now >= ca.previous_until:
+        if ca.previous is not None and self.now >= ca.previous_until and self._served_by(ca.current):
             ca.previous = None
             self.actions.append("dropped previous CA")
-        if ca.next is not None and self.now >= ca.next_at + self.grace:
+        if ca.next is not None and self.now >= ca.next_at + self.grace and self._trusted(ca.next):
             ca.previous, ca.previous_until = ca.current.certificate, _ceil(self.now + self.grace)
             ca.current, ca.next = ca.next, None
             ca.renew_after = self.renew_after(ca.next_at, ca.current.certificate)
@@ -342,6 +378,18 @@ class _Run:
         elif ca.next is None and ca.previous is None and self.now >= ca.rollover_due(self.grace):
             ca.next, ca.next_at = self.new_ca(), _ceil(self.now)
             self.actions.append("announced next CA")
+
+    def _trusted(self, ca: pki.KeyPair) -> bool:
+        if self.observed is None or self.observed.all_trust(ca.certificate):
+            return True
+        self.waiting.append("promotion waits until every APIService's caBundle holds the next CA")
+        return False
+
+    def _served_by(self, ca: pki.KeyPair) -> bool:
+        if self.observed is None or self.observed.all_served_by(ca.certificate):
+            return True
+        self.waiting.append("the previous CA stays until the pods serve certificates of the current one")
+        return False
 
     # --- the serving certificate ---
 
@@ -424,6 +472,7 @@ class _Run:
             serving_renew_after=serving.renew_after,
             rollover=ca.phase,
             next_due=min(ca.next_due(self.grace), serving.renew_after),
+            waiting=tuple(self.waiting),
         )
 
     def _note_repair(

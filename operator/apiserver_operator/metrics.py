@@ -7,7 +7,7 @@ these series and lets tests read them without another library's metrics in the w
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -45,6 +45,13 @@ RECONCILE = Counter(
     "coreio_operator_reconcile",
     "Reconciliations of Installations, by result (success, error, or refused for a spec it cannot apply).",
     ["result"],
+    registry=REGISTRY,
+)
+CERTIFICATE_EXPIRATION = Gauge(
+    "coreio_operator_certificate_expiration_timestamp_seconds",
+    "When each Installation's CA and serving certificate expire (Unix time), as last written;"
+    " alert on `- time()`: it keeps falling if the operator stops renewing.",
+    ["installation", "certificate"],
     registry=REGISTRY,
 )
 # The same counter under the name the handlers know it by.

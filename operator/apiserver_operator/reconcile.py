@@ -6,6 +6,8 @@ Everything here is a plain async function over `KubeClient`; the kopf handlers o
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import datetime
 import logging
 import random
@@ -13,11 +15,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cryptography import x509
 from pydantic import ValidationError
 
 from apiserver.machinery.types import JSON
-from apiserver_operator import children
-from apiserver_operator.certificates import CertificatePlan, plan_certificates
+from apiserver_operator import children, metrics, probe
+from apiserver_operator.certificates import PREVIOUS_CA_CERT, CertificatePlan, Observed, plan_certificates
 from apiserver_operator.children import OWNER_ANNOTATION, Installation
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import InstallationSpec, parse_spec
@@ -109,18 +112,50 @@ async def claim_cluster(client: KubeClient, inst: Installation) -> None:
             )
 
 
+async def observe(client: KubeClient, inst: Installation, *, probe_pods: bool) -> Observed:
+    """Each APIService's caBundle as stored, and (when `probe_pods`) what the pods present through
+    the Service's ClusterIP, as the aggregator reaches them."""
+    bundles = []
+    for name in children.APISERVICE_NAMES:
+        spec = ((await client.get_or_none(_apiservice_path(name))) or {}).get("spec", {})
+        bundles.append(base64.b64decode(spec.get("caBundle") or ""))
+    served: tuple[x509.Certificate, ...] = ()
+    service = await client.get_or_none(path_of(children.service(inst)))
+    address = str((service or {}).get("spec", {}).get("clusterIP") or "")
+    if probe_pods and address and address != "None":
+        served = await probe.presented_certificates(address, children.SERVICE_PORT, inst.service_host)
+    return Observed(tuple(bundles), served)
+
+
 async def certificates(client: KubeClient, inst: Installation, now: datetime.datetime) -> CertificatePlan:
-    """Renews what is due and writes both Secrets."""
+    """Renews what is due, with rollover steps gated on what the cluster holds, and writes both
+    Secrets."""
     ca = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.ca_secret))
     serving = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.serving_secret))
+    in_grace = PREVIOUS_CA_CERT in ((ca or {}).get("data") or {})
+    observed = await observe(client, inst, probe_pods=in_grace)
     plan = plan_certificates(
-        ca, serving, inst.spec.certificates, inst.serving_hosts(), now=now, rng=random.SystemRandom()
+        ca,
+        serving,
+        inst.spec.certificates,
+        inst.serving_hosts(),
+        now=now,
+        rng=random.SystemRandom(),
+        observed=observed,
     )
+    for reason in plan.waiting:
+        log.info("Installation %s: %s", inst.owner, reason)
     ca_secret = children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)
     serving_secret = children.secret(
         inst, inst.serving_secret, "kubernetes.io/tls", plan.serving_data, plan.serving_annotations
     )
     await apply_all(client, [ca_secret, serving_secret])
+    expiration = metrics.CERTIFICATE_EXPIRATION
+    expiration.labels(inst.owner, "ca").set(plan.ca_not_after.timestamp())
+    expiration.labels(inst.owner, "serving").set(plan.serving_not_after.timestamp())
+    # The APIServices right after the Secrets: a child failing further on must not keep the next
+    # CA out of the caBundle (promotion waits for it, see `Observed`).
+    await apply_all(client, children.api_services(inst, plan.ca_bundle))
     return plan
 
 
@@ -137,7 +172,7 @@ def desired(inst: Installation, ca_bundle: bytes) -> list[JSON]:
     objects.append(children.deployment(inst))
     if inst.spec.replicas > 1:
         objects.append(children.disruption_budget(inst))
-    return objects + children.api_services(inst, ca_bundle)
+    return objects + children.api_services(inst, ca_bundle)  # applied early too, by `certificates`
 
 
 async def _apply_claim(client: KubeClient, claim: JSON) -> None:
@@ -194,6 +229,9 @@ async def _delete_owned(client: KubeClient, obj: JSON, inst: Installation) -> bo
 
 async def remove_children(client: KubeClient, inst: Installation) -> list[str]:
     """Deletes every child but the data claim (kept, as a StatefulSet keeps its volumes)."""
+    for certificate in ("ca", "serving"):
+        with contextlib.suppress(KeyError):  # never written by this process
+            metrics.CERTIFICATE_EXPIRATION.remove(inst.owner, certificate)
     removed = []
     fixed = [*children.api_services(inst, b""), *children.rbac(inst)]
     for obj in fixed:

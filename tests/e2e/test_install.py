@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
 
 from apiserver.machinery.types import JSON
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
@@ -386,6 +387,18 @@ def test_operator_metrics_and_liveness(installed: Installed) -> None:
         if line.startswith('coreio_operator_events_deleted_total{rule="age"}')
     ]
     assert deleted and float(deleted[0].split()[-1]) >= 10
+    # When each certificate expires, as the Secrets hold it: an alert can watch it fall.
+    serving = installed.get("secret", "coreio-serving", "-n", NS)
+    assert serving is not None
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(serving["data"]["tls.crt"]))
+    series = (
+        "coreio_operator_certificate_expiration_timestamp_seconds"
+        '{certificate="serving",installation="coreio-system/coreio"}'
+    )
+    found = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(series)]
+    assert found, text
+    assert abs(found[0] - leaf.not_valid_after_utc.timestamp()) <= 40  # renewed since, at most once
+    assert time.time() < found[0] <= time.time() + 40  # the 40 s serving lifetime
     with urllib.request.urlopen(f"http://127.0.0.1:{installed.liveness_port}/healthz", timeout=5) as response:
         assert response.status == 200
     events = installed.plane.json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=coreio")

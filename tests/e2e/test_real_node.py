@@ -216,8 +216,13 @@ def _bundle(on_node: OnNode) -> tuple[str, ...]:
 
 def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode) -> None:
     """The renewed certificate and the new CA reach the running process only through the Secret
-    volume the kubelet updates; no aggregated request fails and the container never restarts."""
+    volume the kubelet updates; no aggregated request fails and the container never restarts.
+    Throughout, a child fails on every reconcile (a resource quantity kube-apiserver refuses in the
+    Deployment, which the CRD lets through): the rollover must not depend on it (issue 22)."""
     started = time.monotonic()
+    bad = {"spec": {"resources": {"requests": {"cpu": "lots"}}}}
+    on_node.cluster.run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(bad))
+    wait_for("a child failing", lambda: on_node.condition("Ready") == "False", timeout=60)
     first = on_node.presented_certificate()
     first_ca = first.issuer.rfc4514_string()
     serials, issuers, bundles = {first.serial_number}, [first_ca], [_bundle(on_node)]
@@ -236,6 +241,11 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
             time.sleep(1)
         time.sleep(2)
     on_node.timed("rotation observed (serving renewals and a CA roll)", started)
+    assert on_node.condition("Ready") == "False"  # the Deployment failed all along
+    on_node.cluster.run(
+        "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"resources":null}}'
+    )
+    wait_for("the child repaired", lambda: on_node.condition("Ready") == "True", timeout=60)
     print(
         f"rotation: {len(serials)} serving certificates, CAs {issuers}, {len(bundles)} caBundle states,"
         f" {traffic.ok} aggregated requests, {len(traffic.failures)} failed"

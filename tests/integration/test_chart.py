@@ -348,6 +348,25 @@ def test_installation_spec_from_values(helm: ChartHelm) -> None:
     assert other["spec"]["image"] == "registry.example/coreio:9"
 
 
+def test_the_pull_policy_reaches_the_api_servers_pods(helm: ChartHelm) -> None:
+    """image.pullPolicy applies to the Installation's pods too (the CRD's default is IfNotPresent,
+    so that one is left to it); the Installation's own setting wins."""
+    always = only(render(helm, "image.pullPolicy=Always"), "Installation")
+    assert always["spec"]["imagePullPolicy"] == "Always"
+    own = only(
+        render(helm, "image.pullPolicy=Always", "installation.spec.imagePullPolicy=Never"), "Installation"
+    )
+    assert own["spec"]["imagePullPolicy"] == "Never"
+    assert "imagePullPolicy" not in only(render(helm), "Installation")["spec"]
+
+
+def test_notes_without_an_installation_name_the_image(helm: ChartHelm) -> None:
+    args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    args += ["--set", f"image.repository={REPOSITORY}", "--set", "installation.create=false"]
+    notes = helm.run(*args).stdout.partition("NOTES:")[2]
+    assert f"    image: {IMAGE}\n" in notes  # not the CRD's default, which goes stale on upgrades
+
+
 def test_installation_can_be_left_out(helm: ChartHelm) -> None:
     assert [o for o in render(helm, "installation.create=false") if o["kind"] == "Installation"] == []
 

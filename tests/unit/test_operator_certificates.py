@@ -51,8 +51,12 @@ class Cluster:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)  # one for all calls, as the operator keeps one
 
-    def call(self, now: datetime.datetime, hosts: list[str] = HOSTS) -> CertificatePlan:
-        plan = plan_certificates(self.ca_secret, self.serving_secret, self.spec, hosts, now=now, rng=self.rng)
+    def call(
+        self, now: datetime.datetime, hosts: list[str] = HOSTS, observed: certs.Observed | None = None
+    ) -> CertificatePlan:
+        plan = plan_certificates(
+            self.ca_secret, self.serving_secret, self.spec, hosts, now=now, rng=self.rng, observed=observed
+        )
         self.ca_secret = secret(plan.ca_data, plan.ca_annotations)
         self.serving_secret = secret(plan.serving_data, plan.serving_annotations)
         return plan
@@ -342,6 +346,55 @@ def test_ca_end_forces_a_rollover_that_completes_in_time() -> None:
     assert steps[promote].now == T0 + 55 * MINUTE < steps[0].plan.ca_not_after
     for before, after in itertools.pairwise(steps):
         assert trusted(serving_certificate(after.plan), bundle(before.plan), after.now)
+
+
+def test_promotion_waits_until_every_apiservice_holds_the_next_ca() -> None:
+    """A child failing after the Secrets (or an APIService reverted) keeps the next CA out of a
+    caBundle: the serving certificate must not move to it until the bundle is seen to hold it."""
+    cluster = Cluster()
+    first = cluster.call(T0)
+    announced = cluster.call(first.ca_renew_after)
+    old_only = certs.Observed((first.ca_bundle, announced.ca_bundle))  # one APIService lags
+    held = cluster.call(first.ca_renew_after + 2 * MINUTE, observed=old_only)
+    assert held.actions == [] and held.rollover == "announced"
+    assert held.waiting == ("promotion waits until every APIService's caBundle holds the next CA",)
+    assert pki.is_signed_by(serving_certificate(held), ca_certificate(first))
+    assert cluster.call(first.ca_renew_after + 3 * MINUTE, observed=certs.Observed(())).actions == []
+    both = certs.Observed((announced.ca_bundle, announced.ca_bundle))
+    promoted = cluster.call(first.ca_renew_after + 4 * MINUTE, observed=both)
+    assert promoted.actions == ["promoted next CA", "moved serving certificate to new CA"]
+    assert promoted.waiting == ()
+
+
+def test_the_previous_ca_stays_while_pods_serve_its_certificates() -> None:
+    """The kubelet may update a pod's Secret volume later than the grace period: the old CA leaves
+    the bundle only once every pod that answered presents a certificate of the new one."""
+    cluster = Cluster()
+    first = cluster.call(T0)
+    announced = cluster.call(first.ca_renew_after)
+    trusting = certs.Observed((announced.ca_bundle, announced.ca_bundle))
+    promoted = cluster.call(first.ca_renew_after + 2 * MINUTE, observed=trusting)
+    old_leaf, new_leaf = serving_certificate(first), serving_certificate(promoted)
+    later = first.ca_renew_after + 5 * MINUTE
+    stale = certs.Observed((promoted.ca_bundle,) * 2, served=(new_leaf, old_leaf))
+    held = cluster.call(later, observed=stale)
+    assert held.actions == [] and held.rollover == "grace"
+    assert held.waiting == ("the previous CA stays until the pods serve certificates of the current one",)
+    assert bundle(held) == [ca_certificate(promoted), ca_certificate(first)]
+    current = certs.Observed((promoted.ca_bundle,) * 2, served=(new_leaf, new_leaf))
+    dropped = cluster.call(later + SECOND, observed=current)
+    assert dropped.actions == ["dropped previous CA"] and dropped.rollover == ""
+    assert bundle(dropped) == [ca_certificate(promoted)]
+
+
+def test_with_no_pod_answering_the_clock_decides() -> None:
+    cluster = Cluster()
+    first = cluster.call(T0)
+    announced = cluster.call(first.ca_renew_after)
+    trusting = certs.Observed((announced.ca_bundle,) * 2)
+    cluster.call(first.ca_renew_after + 2 * MINUTE, observed=trusting)
+    dropped = cluster.call(first.ca_renew_after + 5 * MINUTE, observed=trusting)  # served: ()
+    assert dropped.actions == ["dropped previous CA"]
 
 
 def test_expired_ca_is_replaced_outright() -> None:
