@@ -446,14 +446,38 @@ def test_second_installation_is_refused_and_touches_nothing(installed: Installed
     assert installed.get("apiservice", APISERVICES[0]) is not None  # still the first one's
 
 
+_SPEC_RULES = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations"
+
+
+@contextlib.contextmanager
+def older_crd(installed: Installed) -> Iterator[None]:
+    """The CRD as an older chart installed it (Helm never upgrades CRDs), without the rule that
+    refuses SQLite with more than one replica at admission: the operator must refuse it itself."""
+    plane = installed.plane
+    rules = plane.json("get", "crd", "installations.operator.core.io")["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"
+    ]["properties"]["spec"]["x-kubernetes-validations"]
+    removed = [{"op": "remove", "path": _SPEC_RULES}]
+    plane.run("patch", "crd", "installations.operator.core.io", "--type=json", "-p", json.dumps(removed))
+    try:
+        yield
+    finally:
+        restored = [{"op": "add", "path": _SPEC_RULES, "value": rules}]
+        plane.run("patch", "crd", "installations.operator.core.io", "--type=json", "-p", json.dumps(restored))
+
+
 def test_sqlite_with_two_replicas_is_refused(installed: Installed) -> None:
     plane = installed.plane
-    plane.apply(_installation("two", "second", {"replicas": 2, "storage": {"type": "sqlite"}}))
-    ready = wait_for("refusal", lambda: installed.condition("Ready", "two", "second") or None, timeout=30)
-    assert ready["status"] == "False" and ready["reason"] == "SQLiteSingleReplica", ready
-    assert "one replica only" in ready["message"]
-    assert installed.get("deployment", "two", "-n", "second") is None
-    plane.run("delete", "installation", "two", "-n", "second", "--timeout=30s")
+    two = _installation("two", "second", {"replicas": 2, "storage": {"type": "sqlite"}})
+    refused = plane.run("create", "-f", "-", input=json.dumps(two), check=False)
+    assert refused.returncode != 0 and "embedded SQLite allows one replica only" in refused.stderr
+    with older_crd(installed):
+        plane.apply(two)
+        ready = wait_for("refusal", lambda: installed.condition("Ready", "two", "second") or None, timeout=30)
+        assert ready["status"] == "False" and ready["reason"] == "SQLiteSingleReplica", ready
+        assert "one replica only" in ready["message"]
+        assert installed.get("deployment", "two", "-n", "second") is None
+        plane.run("delete", "installation", "two", "-n", "second", "--timeout=30s")
 
 
 def test_leader_election_hands_over(installed: Installed) -> None:
@@ -515,14 +539,16 @@ def test_an_operator_down_past_the_serving_certificates_end_recovers_at_start(in
 
 
 def test_deleting_the_installation_removes_its_children(installed: Installed) -> None:
-    # Refused now (SQLite with three replicas), after it served: its children go all the same.
-    installed.plane.run(
-        "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":3}}'
-    )
-    wait_for(
-        "refusal", lambda: installed.condition("Ready").get("reason") == "SQLiteSingleReplica", timeout=30
-    )
-    installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
+    # Refused now (SQLite with three replicas, under an older CRD), after it served: its children
+    # go all the same.
+    with older_crd(installed):
+        installed.plane.run(
+            "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":3}}'
+        )
+        wait_for(
+            "refusal", lambda: installed.condition("Ready").get("reason") == "SQLiteSingleReplica", timeout=30
+        )
+        installed.plane.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
     for kind, name, ns in [
         ("apiservice", APISERVICES[0], ""),
         ("apiservice", APISERVICES[1], ""),

@@ -62,6 +62,40 @@ VALUES = {
         }
     },
 }
+# An admission policy of the cluster's that refuses every write to the API server's Deployment.
+FROZEN_DEPLOYMENT: list[JSON] = [
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "frozen-coreio-deployment"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["deployments"],
+                    }
+                ]
+            },
+            "validations": [
+                {"expression": "object.metadata.name != 'coreio'", "message": "frozen by a test"}
+            ],
+        },
+    },
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "frozen-coreio-deployment"},
+        "spec": {
+            "policyName": "frozen-coreio-deployment",
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}},
+        },
+    },
+]
 _PROBE = (
     "import base64, socket, ssl, sys\n"
     "c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n"
@@ -217,11 +251,10 @@ def _bundle(on_node: OnNode) -> tuple[str, ...]:
 def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode) -> None:
     """The renewed certificate and the new CA reach the running process only through the Secret
     volume the kubelet updates; no aggregated request fails and the container never restarts.
-    Throughout, a child fails on every reconcile (a resource quantity kube-apiserver refuses in the
-    Deployment, which the CRD lets through): the rollover must not depend on it (issue 22)."""
+    Throughout, a child fails on every reconcile (a cluster's admission policy refuses every write
+    to the API server's Deployment): the rollover must not depend on it (issue 22)."""
     started = time.monotonic()
-    bad = {"spec": {"resources": {"requests": {"cpu": "lots"}}}}
-    on_node.cluster.run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(bad))
+    on_node.cluster.apply(*FROZEN_DEPLOYMENT)
     wait_for("a child failing", lambda: on_node.condition("Ready") == "False", timeout=60)
     first = on_node.presented_certificate()
     first_ca = first.issuer.rfc4514_string()
@@ -242,9 +275,8 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
         time.sleep(2)
     on_node.timed("rotation observed (serving renewals and a CA roll)", started)
     assert on_node.condition("Ready") == "False"  # the Deployment failed all along
-    on_node.cluster.run(
-        "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"resources":null}}'
-    )
+    for policy in FROZEN_DEPLOYMENT:
+        on_node.cluster.run("delete", policy["kind"].lower(), policy["metadata"]["name"])
     wait_for("the child repaired", lambda: on_node.condition("Ready") == "True", timeout=60)
     print(
         f"rotation: {len(serials)} serving certificates, CAs {issuers}, {len(bundles)} caBundle states,"
