@@ -37,6 +37,17 @@ def _read_until_up(process: subprocess.Popen[str], timeout: float = 600) -> list
     raise AssertionError("dev-cluster never came up:\n" + "\n".join(lines))
 
 
+def _nodes(kubeconfig: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`kubectl get nodes` as the person would run it, with the printed kubeconfig."""
+    return subprocess.run(
+        [str(kubectl_path()), "get", "nodes", "-o", "name"],
+        env={**os.environ, "KUBECONFIG": kubeconfig, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_dev_cluster_comes_up_and_ctrl_c_removes_it() -> None:
     skip_without_control_plane()
     if reason := _unavailable_reason():
@@ -56,13 +67,7 @@ def test_dev_cluster_comes_up_and_ctrl_c_removes_it() -> None:
         assert any(
             "--set image.repository=coreio.invalid/coreio --set image.tag=dev-test" in x for x in lines
         )
-        nodes = subprocess.run(
-            [str(kubectl_path()), "get", "nodes", "-o", "name"],
-            env={**os.environ, "KUBECONFIG": exported, "HOME": str(directory.parent)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        nodes = _nodes(exported, directory.parent)
         assert nodes.stdout.strip() == f"node/{NODE_NAME}", nodes.stderr
         # A second one on the same machine: one line, and the running one untouched.
         second = subprocess.run(
@@ -77,13 +82,7 @@ def test_dev_cluster_comes_up_and_ctrl_c_removes_it() -> None:
             "dev-cluster: 10.213.0.1 is taken by link cnodedev: another node runs here"
             " (if it was killed, `ip link del cnodedev` frees it)"
         ]
-        again = subprocess.run(
-            [str(kubectl_path()), "get", "nodes", "-o", "name"],
-            env={**os.environ, "KUBECONFIG": exported, "HOME": str(directory.parent)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        again = _nodes(exported, directory.parent)
         assert again.returncode == 0, again.stderr
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=120)

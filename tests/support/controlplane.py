@@ -204,6 +204,11 @@ class ControlPlane:
         self.pki.create()
         self.etcd.start()
         self.port = free_port()
+        self._launch_kube_apiserver()
+        self._write_kubeconfig()
+        self._wait_ready()
+
+    def _launch_kube_apiserver(self) -> None:
         with self.log_file.open("ab") as log:
             self.process = subprocess.Popen(
                 [str(self.kube_apiserver), *self.flags()],
@@ -211,8 +216,6 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        self._write_kubeconfig()
-        self._wait_ready()
 
     def restart_kube_apiserver(self, down_seconds: float = 0.0) -> None:
         """Stops kube-apiserver (SIGTERM, as a rolling restart does), waits `down_seconds`, starts it
@@ -221,13 +224,7 @@ class ControlPlane:
         self.process.terminate()
         self.process.wait(timeout=30)
         time.sleep(down_seconds)
-        with self.log_file.open("ab") as log:
-            self.process = subprocess.Popen(
-                [str(self.kube_apiserver), *self.flags()],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        self._launch_kube_apiserver()
         self._wait_ready()
 
     def _write_kubeconfig(self) -> None:
