@@ -97,11 +97,13 @@ def identity(body: JSON) -> Installation:
     return Installation(namespace, name, uid, InstallationSpec())
 
 
-async def claim_cluster(client: KubeClient, inst: Installation) -> None:
+async def claim_cluster(client: KubeClient, inst: Installation) -> list[JSON | None]:
     """The APIServices are cluster-wide: refuse when another Installation (or anybody else) has
-    them."""
+    them. Returns them as read (None where missing), for `certificates` to observe."""
+    found: list[JSON | None] = []
     for name in children.APISERVICE_NAMES:
         existing = await client.get_or_none(_apiservice_path(name))
+        found.append(existing)
         if existing is None:
             continue
         owner = existing.get("metadata", {}).get("annotations", {}).get(OWNER_ANNOTATION)
@@ -110,30 +112,33 @@ async def claim_cluster(client: KubeClient, inst: Installation) -> None:
             raise Refused(
                 "ClusterAlreadyInstalled", f"APIService {name} belongs to {holder}; nothing was changed"
             )
+    return found
 
 
-async def observe(client: KubeClient, inst: Installation, *, probe_pods: bool) -> Observed:
-    """Each APIService's caBundle as stored, and (when `probe_pods`) what the pods present through
-    the Service's ClusterIP, as the aggregator reaches them."""
-    bundles = []
-    for name in children.APISERVICE_NAMES:
-        spec = ((await client.get_or_none(_apiservice_path(name))) or {}).get("spec", {})
-        bundles.append(base64.b64decode(spec.get("caBundle") or ""))
+async def observe(
+    client: KubeClient, inst: Installation, apiservices: Sequence[JSON | None], *, probe_pods: bool
+) -> Observed:
+    """Each APIService's caBundle as read, and (when `probe_pods`) what the pods present through the
+    Service's ClusterIP, as the aggregator reaches them."""
+    bundles = tuple(base64.b64decode((a or {}).get("spec", {}).get("caBundle") or "") for a in apiservices)
     served: tuple[x509.Certificate, ...] = ()
-    service = await client.get_or_none(path_of(children.service(inst)))
-    address = str((service or {}).get("spec", {}).get("clusterIP") or "")
-    if probe_pods and address and address != "None":
-        served = await probe.presented_certificates(address, children.SERVICE_PORT, inst.service_host)
-    return Observed(tuple(bundles), served)
+    if probe_pods:
+        service = await client.get_or_none(path_of(children.service(inst)))
+        address = str((service or {}).get("spec", {}).get("clusterIP") or "")
+        if address and address != "None":
+            served = await probe.presented_certificates(address, children.SERVICE_PORT, inst.service_host)
+    return Observed(bundles, served)
 
 
-async def certificates(client: KubeClient, inst: Installation, now: datetime.datetime) -> CertificatePlan:
-    """Renews what is due, with rollover steps gated on what the cluster holds, and writes both
-    Secrets."""
+async def certificates(
+    client: KubeClient, inst: Installation, now: datetime.datetime, apiservices: Sequence[JSON | None]
+) -> CertificatePlan:
+    """Renews what is due, with rollover steps gated on what the cluster holds (`apiservices` as
+    `claim_cluster` read them), and writes both Secrets."""
     ca = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.ca_secret))
     serving = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.serving_secret))
     in_grace = PREVIOUS_CA_CERT in ((ca or {}).get("data") or {})
-    observed = await observe(client, inst, probe_pods=in_grace)
+    observed = await observe(client, inst, apiservices, probe_pods=in_grace)
     plan = plan_certificates(
         ca,
         serving,
@@ -210,9 +215,9 @@ async def availability(client: KubeClient) -> tuple[str, str, str]:
 async def reconcile(client: KubeClient, body: JSON, now: datetime.datetime) -> Outcome:
     """Raises Refused (nothing touched) or ApiError (retried by the caller)."""
     inst = installation(body)
-    await claim_cluster(client, inst)
+    apiservices = await claim_cluster(client, inst)
     outcome = Outcome()
-    outcome.certificates = await certificates(client, inst, now)
+    outcome.certificates = await certificates(client, inst, now, apiservices)
     outcome.actions += outcome.certificates.actions
     await apply_children(client, inst, outcome.certificates.ca_bundle)
     outcome.available = await availability(client)
