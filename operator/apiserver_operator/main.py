@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default_lease_namespace() -> str:
+def _pod_namespace() -> str:
+    """The namespace of the pod this runs in (its service account's), else `default`."""
     try:
         return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
     except OSError:
@@ -120,7 +121,7 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
     config = OperatorConfig(
         namespaces=list(args.namespace),
         leader_election=not args.no_leader_election,
-        lease_namespace=args.leader_election_namespace or _default_lease_namespace(),
+        lease_namespace=args.leader_election_namespace or _pod_namespace(),
         identity=args.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
         liveness_endpoint=args.liveness_endpoint,
         metrics_address=args.metrics_address,
@@ -230,7 +231,7 @@ async def check_api() -> int:
 async def run_uninstall(config: OperatorConfig) -> int:
     """The chart's pre-delete hook: see `uninstall`."""
     client = KubeClient(connection_from_environment())
-    namespace = config.namespaces[0] if config.namespaces else _default_lease_namespace()
+    namespace = config.namespaces[0] if config.namespaces else _pod_namespace()
     try:
         for step in await uninstall(client, namespace, config.installation, config.uninstall_wait):
             print(step, flush=True)
