@@ -23,6 +23,8 @@ from apiserver_operator.kube import ApiError, KubeClient, resource_path
 
 log = logging.getLogger("coreio.operator.leader")
 
+LEASE_NAME = "coreio-operator"
+
 
 class LeadershipLost(Exception):
     """The Lease could not be renewed in time: another replica may lead now."""
@@ -82,6 +84,17 @@ class LeaderElection:
             return True  # released
         duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
         return time.monotonic() >= self._observed_at + duration
+
+    async def someone_leads(self) -> bool:
+        """Whether a replica leads, by what this process has read so far (it never writes): the
+        Lease exists, is held, and its record changed within a lease duration of this process first
+        seeing it. A released Lease answers False at once; an abandoned one after its duration."""
+        lease = await self.client.get_or_none(self.path)
+        if lease is None:
+            return False
+        spec = lease.get("spec", {})
+        self._observe(spec)
+        return not self._expired(spec)
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this identity holds the Lease afterwards."""

@@ -22,7 +22,7 @@ from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR
 from apiserver_operator import handlers, metrics
 from apiserver_operator.children import APISERVICE_NAMES
 from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment
-from apiserver_operator.leader import LeaderElection, LeadershipLost
+from apiserver_operator.leader import LEASE_NAME, LeaderElection, LeadershipLost
 from apiserver_operator.uninstall import uninstall
 
 log = logging.getLogger("coreio.operator")
@@ -191,7 +191,7 @@ async def run(config: OperatorConfig) -> None:
     runner = await _serve_http(config)
     try:
         if config.leader_election:
-            election = LeaderElection(client, config.lease_namespace, "coreio-operator", config.identity)
+            election = LeaderElection(client, config.lease_namespace, LEASE_NAME, config.identity)
             elected = asyncio.create_task(election.run(lambda: _kopf(config, client, stop)))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({elected, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -233,7 +233,8 @@ async def run_uninstall(config: OperatorConfig) -> int:
     client = KubeClient(connection_from_environment())
     namespace = config.namespaces[0] if config.namespaces else _pod_namespace()
     try:
-        for step in await uninstall(client, namespace, config.installation, config.uninstall_wait):
+        lease = LeaderElection(client, config.lease_namespace, LEASE_NAME, "coreio-uninstall")
+        for step in await uninstall(client, namespace, config.installation, config.uninstall_wait, lease):
             print(step, flush=True)
     finally:
         await client.close()

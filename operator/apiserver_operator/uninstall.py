@@ -4,9 +4,10 @@ alone removes everything.
 Helm deletes kinds it does not know (the Installation) last, after the operator's Deployment and
 RBAC, so the operator's finalizer would never run and the Installation would stay Terminating. The
 hook runs first, while the operator still runs: it deletes the Installation and waits for the
-operator to remove its children. Should the operator not finish in time (not running, or never
-leading), the hook removes the children itself, from the Installation's namespace, name and owner
-alone (never its spec, which may be one the operator refuses), then drops the finalizer."""
+operator to remove its children. Should the operator not finish in time, or not run at all (its
+Lease released, or not renewed for a lease duration), the hook removes the children itself, from
+the Installation's namespace, name and owner alone (never its spec, which may be one the operator
+refuses), then drops the finalizer."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import asyncio
 from apiserver.machinery.types import JSON
 from apiserver_operator import reconcile
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
+from apiserver_operator.leader import LeaderElection
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION
 
 POLL_SECONDS = 1.0
@@ -22,14 +24,31 @@ POLL_SECONDS = 1.0
 
 async def _gone(client: KubeClient, path: str, seconds: float) -> bool:
     """Whether `path` is gone within `seconds` (polled)."""
+    return not await _wait_for_operator(client, path, seconds, None)
+
+
+async def _wait_for_operator(
+    client: KubeClient, path: str, seconds: float, lease: LeaderElection | None
+) -> str:
+    """Polls until `path` is gone (returns ""), or says why the wait ended: `seconds` passed, or
+    `lease` shows that no operator leads."""
     try:
         async with asyncio.timeout(seconds):
             while True:  # a watch would do too; a hook waits seconds, once
                 if await client.get_or_none(path) is None:
-                    return True
+                    return ""
+                if lease is not None and not await _leads(lease):
+                    return f"no operator leads (Lease {lease.namespace}/{lease.name} released or not renewed)"
                 await asyncio.sleep(POLL_SECONDS)
     except TimeoutError:
-        return False
+        return f"the operator did not finish within {seconds:g}s"
+
+
+async def _leads(lease: LeaderElection) -> bool:
+    try:
+        return await lease.someone_leads()
+    except ApiError:
+        return True  # unreadable: wait out the timeout, as without a Lease
 
 
 async def _drop_finalizer(client: KubeClient, path: str, attempts: int = 5) -> None:
@@ -50,16 +69,19 @@ async def _drop_finalizer(client: KubeClient, path: str, attempts: int = 5) -> N
     raise RuntimeError(f"{path}: the finalizer could not be removed ({attempts} conflicts in a row)")
 
 
-async def uninstall(client: KubeClient, namespace: str, name: str, wait: float) -> list[str]:
-    """Deletes the Installation and returns what happened, one line per step."""
+async def uninstall(
+    client: KubeClient, namespace: str, name: str, wait: float, lease: LeaderElection | None = None
+) -> list[str]:
+    """Deletes the Installation and returns what happened, one line per step. `lease`: the
+    operator's, so that the wait ends as soon as it shows no operator running."""
     path = resource_path(f"{GROUP}/{VERSION}", PLURAL, namespace, name)
     body = await client.get_or_none(path)
     if body is None:
         return [f"Installation {namespace}/{name}: not found, nothing to remove"]
     await client.delete(path)
-    if await _gone(client, path, wait):
+    if not (why := await _wait_for_operator(client, path, wait, lease)):
         return [f"Installation {namespace}/{name}: deleted, its children removed by the operator"]
-    steps = [f"Installation {namespace}/{name}: the operator did not finish within {wait:g}s"]
+    steps = [f"Installation {namespace}/{name}: {why}"]
     removed = await reconcile.remove_children(client, reconcile.identity(body))
     steps.append(f"removed {', '.join(removed) or 'nothing'}")
     await _drop_finalizer(client, path)

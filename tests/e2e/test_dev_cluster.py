@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_real_node import _unavailable_reason
 from tests.support.controlplane import skip_without_control_plane
 from tests.support.node import NODE_NAME
+from tests.support.node_install import unavailable_reason
 from tests.support.tools import kubectl_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
@@ -50,7 +50,7 @@ def _nodes(kubeconfig: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 def test_dev_cluster_comes_up_and_ctrl_c_removes_it() -> None:
     skip_without_control_plane()
-    if reason := _unavailable_reason():
+    if reason := unavailable_reason():
         pytest.skip(reason)
     directory = Path(tempfile.mkdtemp(prefix="coreio-dev-cluster-")) / "cluster"
     process = subprocess.Popen(

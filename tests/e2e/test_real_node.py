@@ -7,47 +7,37 @@ runs as the chart's pod; the API server as the operator's Deployment, its certif
 volume the kubelet keeps current, its SQLite file on a PersistentVolume; the aggregator reaches it
 through its Service's ClusterIP (kube-proxy's rules). Each step's time is printed.
 
-`tests/e2e/test_install.py` keeps the processes-as-pods harness for what needs more than one
-node's worth of time or a second control plane: leader election between two operators, drift
-repair, the etcd-backed shape with two replicas, refusals of a second Installation.
+The operator's own behaviours (two replicas electing a leader, drift repair, Event retention, the
+refusals, recovery past the certificate's end, the etcd shape, uninstall without the operator) run
+on the same kind of node in `test_operator_on_node.py`.
 
 The tests share one installation and run in file order."""
 
 from __future__ import annotations
 
 import base64
-import json
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 
 from apiserver.machinery.types import JSON
-from tests.support import image, node_runtime
-from tests.support.controlplane import skip_without_control_plane
-from tests.support.gobuild import GoUnavailable
-from tests.support.helm import Helm
-from tests.support.node import NODE_NAME, PV_NAME, NodeCluster, NodeUnavailable, check_node_prerequisites
-from tests.support.tools import helm_path
+from tests.support.node import NODE_NAME, PV_NAME
+from tests.support.node_install import (
+    APISERVICES,
+    NS,
+    REPOSITORY,
+    TAG,
+    OnNode,
+    node_with_the_image,
+)
 from tests.support.traffic import AggregatedTraffic, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "coreio"
-NS = "coreio-system"
-REPOSITORY = "coreio.invalid/coreio"
-TAG = "node"
-APISERVICES = ("v1.rbac.authorization.core.io", "v1.events.core.io")
 # Short lifetimes, so that the kubelet must carry a renewed certificate and a new CA into the
-# running pod within the module (as in test_install.py).
+# running pod within the module.
 VALUES = {
     "image": {"repository": REPOSITORY, "tag": TAG},
     "installation": {
@@ -96,96 +86,19 @@ FROZEN_DEPLOYMENT: list[JSON] = [
         },
     },
 ]
-_PROBE = (
-    "import base64, socket, ssl, sys\n"
-    "c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n"
-    "with c.wrap_socket(socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)) as s:\n"
-    "    print(base64.b64encode(s.getpeercert(True)).decode())\n"
-)
-
-
-@dataclass
-class OnNode:
-    cluster: NodeCluster
-    directory: Path
-    steps: dict[str, float] = field(default_factory=dict)
-
-    def helm(self, *args: str, timeout: str = "180s") -> str:
-        runner = Helm(helm_path(), self.directory / "helm", kubeconfig=self.cluster.kubeconfig)
-        return runner.run(*args, f"--timeout={timeout}").stdout
-
-    def get(self, *args: str) -> JSON | None:
-        done = self.cluster.run("get", *args, "-o", "json", check=False)
-        return json.loads(done.stdout) if done.returncode == 0 else None
-
-    def condition(self, kind: str) -> str:
-        installation = self.get("installation", "coreio", "-n", NS) or {}
-        conditions = installation.get("status", {}).get("conditions", [])
-        return next((c["status"] for c in conditions if c["type"] == kind), "")
-
-    def apiserver_pod(self) -> JSON:
-        """The API server's one Ready pod."""
-        pods = self.get("pods", "-n", NS, "-l", "app.kubernetes.io/component=apiserver")
-        assert pods is not None
-        ready = [p for p in pods["items"] if _ready(p) and not p["metadata"].get("deletionTimestamp")]
-        assert len(ready) == 1, [p["metadata"]["name"] for p in pods["items"]]
-        pod: JSON = ready[0]
-        return pod
-
-    def presented_certificate(self) -> x509.Certificate:
-        """The leaf a new handshake with the pod gets, asked from the node (pods route only there)."""
-        pod = self.apiserver_pod()
-        port = str(pod["spec"]["containers"][0]["ports"][0]["containerPort"])
-        der = self.cluster.in_node([sys.executable, "-c", _PROBE, pod["status"]["podIP"], port]).strip()
-        return x509.load_der_x509_certificate(base64.b64decode(der))
-
-    def timed(self, step: str, started: float) -> None:
-        self.steps[step] = round(time.monotonic() - started, 1)
-
-
-def _ready(pod: JSON) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def _unavailable_reason() -> str:
-    try:
-        check_node_prerequisites()
-        image.ensure_docker()
-    except (NodeUnavailable, image.DockerUnavailable, GoUnavailable) as exc:
-        return str(exc)
-    return ""
 
 
 @pytest.fixture(scope="module")
 def on_node() -> Iterator[OnNode]:
-    skip_without_control_plane()
-    if reason := _unavailable_reason():
-        pytest.skip(reason)
-    docker = image.ensure_docker()
-    started = time.monotonic()
-    tag, _ = image.build(docker, f"{REPOSITORY}:{TAG}")
-    pause = node_runtime.pause_image(docker)
-    directory = Path(tempfile.mkdtemp(prefix="coreio-node-"))
-    cluster = NodeCluster(directory / "cluster", images=[(docker, pause), (docker, tag)])
-    state = OnNode(cluster, directory, {"image build": round(time.monotonic() - started, 1)})
-    try:
-        cluster.start()
-        state.steps.update(cluster.timings)
+    with node_with_the_image("coreio-node-") as state:
         yield state
-    finally:
-        print(f"\nreal node steps (seconds): {json.dumps(state.steps)}")
-        cluster.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_helm_install_runs_the_operator_and_the_api_server_as_pods(on_node: OnNode) -> None:
     started = time.monotonic()
-    values = on_node.directory / "values.yaml"
-    values.write_text(yaml.safe_dump(VALUES))
-    on_node.helm("install", "coreio", str(CHART), "-n", NS, "--create-namespace", "-f", str(values), "--wait")
+    on_node.helm_install(VALUES)
     on_node.timed("helm install --wait (operator pod Ready)", started)
-    wait_for("Installation Available", lambda: on_node.condition("Available") == "True", timeout=180)
+    wait_for("Installation Available", lambda: on_node.status("Available") == "True", timeout=180)
     on_node.timed("API server Available through the aggregator", started)
     pod = on_node.apiserver_pod()
     assert pod["spec"]["nodeName"] == NODE_NAME
@@ -255,7 +168,7 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
     to the API server's Deployment): the rollover must not depend on it (issue 22)."""
     started = time.monotonic()
     on_node.cluster.apply(*FROZEN_DEPLOYMENT)
-    wait_for("a child failing", lambda: on_node.condition("Ready") == "False", timeout=60)
+    wait_for("a child failing", lambda: on_node.status("Ready") == "False", timeout=60)
     first = on_node.presented_certificate()
     first_ca = first.issuer.rfc4514_string()
     serials, issuers, bundles = {first.serial_number}, [first_ca], [_bundle(on_node)]
@@ -274,10 +187,10 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
             time.sleep(1)
         time.sleep(2)
     on_node.timed("rotation observed (serving renewals and a CA roll)", started)
-    assert on_node.condition("Ready") == "False"  # the Deployment failed all along
+    assert on_node.status("Ready") == "False"  # the Deployment failed all along
     for policy in FROZEN_DEPLOYMENT:
         on_node.cluster.run("delete", policy["kind"].lower(), policy["metadata"]["name"])
-    wait_for("the child repaired", lambda: on_node.condition("Ready") == "True", timeout=60)
+    wait_for("the child repaired", lambda: on_node.status("Ready") == "True", timeout=60)
     print(
         f"rotation: {len(serials)} serving certificates, CAs {issuers}, {len(bundles)} caBundle states,"
         f" {traffic.ok} aggregated requests, {len(traffic.failures)} failed"
@@ -350,23 +263,7 @@ def test_plain_helm_uninstall_removes_everything(on_node: OnNode) -> None:
     started = time.monotonic()
     on_node.helm("uninstall", "coreio", "-n", NS, "--wait")
     on_node.timed("helm uninstall --wait (pre-delete hook included)", started)
-    assert on_node.get("installation", "coreio", "-n", NS) is None
-    for name in APISERVICES:
-        assert on_node.get("apiservice", name) is None
-    for kind, name in [
-        ("clusterrolebinding", "coreio:auth-delegator"),
-        ("clusterrolebinding", "coreio:apiserver"),
-        ("clusterrole", "coreio:apiserver"),
-        ("clusterrolebinding", "coreio:access-reviewer"),
-        ("clusterrole", "coreio:access-reviewer"),
-        ("clusterrole", "coreio-coreio-operator"),
-    ]:
-        assert on_node.get(kind, name) is None, f"{kind}/{name} left"
-    assert on_node.get("rolebinding", "coreio:authentication-reader", "-n", "kube-system") is None
-    wait_for("no pods left", lambda: (on_node.get("pods", "-n", NS) or {}).get("items") == [], timeout=120)
-    for kind in ("deployments", "services", "secrets", "jobs", "roles", "rolebindings"):
-        found = on_node.get(kind, "-n", NS) or {"items": []}
-        assert [i["metadata"]["name"] for i in found["items"]] == [], f"{kind} left in {NS}"
+    on_node.assert_nothing_of_coreio_left()
     gone = cluster.run("get", "rolebindings.rbac.authorization.core.io", "-A", check=False)
     assert gone.returncode != 0 and "doesn't have a resource type" in gone.stderr
     # The data claim outlives the release (as a StatefulSet's volumes do) until its namespace goes.

