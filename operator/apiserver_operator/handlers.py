@@ -1,6 +1,6 @@
 """kopf handlers, thin over `reconcile` and `retention`: reconcile on change and on a timer (which
-also renews certificates and puts back drifted children), garbage-collect Events when due, and
-remove the children when an Installation is deleted.
+also renews certificates and puts back drifted children), garbage-collect Events in a daemon beside
+it, and remove the children when an Installation is deleted.
 
 kopf keeps its own bookkeeping in annotations under `operator.core.io/` (not in status, which
 belongs to the conditions) and records what the handlers do as core/v1 Events of the cluster.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,11 @@ from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR, in_cluster_connect
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.types import JSON
 from apiserver_operator import metrics, reconcile, retention, status
-from apiserver_operator.kube import ApiError, KubeClient
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION, parse_spec
 
 MAX_GC_BACKOFF = 600.0
+GC_WAIT = 5.0  # before coreio is Available, and the first wait after a failed run
 UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
 
@@ -72,22 +72,23 @@ def _client(memo: kopf.Memo) -> KubeClient:
     return client
 
 
-async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> bool:
-    """Reconciles; True when coreio answers through the aggregation layer."""
+async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
+    """Reconciles; notes in the memo whether coreio answers through the aggregation layer (the
+    Event GC waits for it)."""
     obj: JSON = dict(body)
     now = _now()
     async with _lock(memo):
         if memo.get("deleting") or body.get("metadata", {}).get("deletionTimestamp"):
-            return False  # a tick that fired before the deletion must not recreate children
+            return  # a tick that fired before the deletion must not recreate children
         try:
-            outcome = await reconcile.reconcile(_client(memo), obj, now)
+            outcome = await reconcile.reconcile(_client(memo), obj, now, str(memo.get("default_image", "")))
         except reconcile.Refused as refusal:
             metrics.RECONCILE_TOTAL.labels(result="refused").inc()
             if memo.get("refused") != refusal.message:
                 kopf.warn(body, reason=refusal.reason, message=refusal.message)
                 memo["refused"] = refusal.message
             patch["status"] = status.refused(obj, refusal, now)
-            return False
+            return
         except UNREACHABLE as exc:
             metrics.RECONCILE_TOTAL.labels(result="error").inc()
             patch["status"] = status.failed(obj, exc, now)
@@ -98,34 +99,41 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger
         kopf.info(body, reason="Certificates", message=action)
         logger.info(action)
     patch["status"] = status.reconciled(obj, outcome, now)
-    return outcome.available[0] == "True"
+    memo["available"] = outcome.available[0] == "True"
 
 
-async def _collect_events(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
-    """Runs the Event GC when its interval has passed; doubles the wait after each failure."""
-    if time.monotonic() < float(memo.get("gc_due", 0.0)):
-        return
+async def _patch_retention_status(memo: kopf.Memo, body: kopf.Body, retention_status: JSON) -> None:
+    meta = body.get("metadata", {})
+    path = resource_path(f"{GROUP}/{VERSION}", PLURAL, meta.get("namespace", ""), meta.get("name", ""))
+    await _client(memo).merge_patch(f"{path}/status", {"status": {"eventRetention": retention_status}})
+
+
+async def _collect_events(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger) -> float:
+    """One Event GC run, once coreio is Available (it goes through the aggregation layer); returns
+    the seconds until the next: the interval, or after a failure a wait doubled each time."""
     try:
         policy = parse_spec(dict(body.get("spec", {}))).event_retention
     except ValueError:
-        return  # the reconciliation reports the spec
-    interval = parse_go_duration(policy.interval)
+        return GC_WAIT  # the reconciliation reports the spec
+    if not memo.get("available"):
+        return GC_WAIT
     try:
         report = await retention.collect_events(_client(memo), policy)
     except UNREACHABLE as exc:
-        backoff = min(MAX_GC_BACKOFF, max(float(memo.get("gc_backoff", 0.0)) * 2, 5.0))
-        memo["gc_backoff"], memo["gc_due"] = backoff, time.monotonic() + backoff
+        backoff = min(MAX_GC_BACKOFF, max(float(memo.get("gc_backoff", 0.0)) * 2, GC_WAIT))
+        memo["gc_backoff"] = backoff
         logger.warning(f"Event retention failed, next try in {backoff:.0f}s: {exc}")
-        patch.setdefault("status", {})["eventRetention"] = {"lastError": str(exc)[:500]}
-        return
-    memo["gc_backoff"], memo["gc_due"] = 0.0, time.monotonic() + interval
-    patch.setdefault("status", {})["eventRetention"] = report.status()
+        await _patch_retention_status(memo, body, {"lastError": str(exc)[:500]})
+        return backoff
+    memo["gc_backoff"] = 0.0
+    await _patch_retention_status(memo, body, report.status())
     if report.deleted_by_age or report.deleted_by_count:
         kopf.info(
             body,
             reason="EventRetention",
             message=f"deleted {report.deleted_by_age} Events by age, {report.deleted_by_count} by count",
         )
+    return parse_go_duration(policy.interval)
 
 
 def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
@@ -156,14 +164,21 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     async def tick(
         body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
     ) -> None:
-        # The Event GC goes through the aggregation layer: pointless while coreio is not Available.
-        if await _reconcile(body, patch, memo, logger):
-            await _collect_events(body, patch, memo, logger)
+        await _reconcile(body, patch, memo, logger)
+
+    # Beside reconciliation, never inside it: a long run after a flood of Events must not delay
+    # certificate renewal or drift repair.
+    @kopf.daemon(*resource, registry=registry, cancellation_timeout=10.0)
+    async def collect(
+        body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, stopped: kopf.DaemonStopped, **_: Any
+    ) -> None:
+        while not stopped:
+            await stopped.wait(await _collect_events(body, memo, logger))
 
     @kopf.on.delete(*resource, registry=registry)
     async def deleted(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         try:
-            inst = reconcile.installation(dict(body))
+            inst = reconcile.installation(dict(body), str(memo.get("default_image", "")))
         except reconcile.Refused:
             # A spec refused now may have served before (a working SQLite install scaled to three):
             # its children are found by namespace, name and owner alone.

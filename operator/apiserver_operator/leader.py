@@ -13,7 +13,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -55,6 +55,10 @@ class LeaderElection:
     retry_seconds: float = 2.0
     leading: bool = False
     holder: str = ""  # the holder the last read of the Lease showed
+    # Monotonic times of the last attempt that completed (whatever its answer) and of the last
+    # successful acquire or renewal: what /healthz judges.
+    last_attempt: float = field(default_factory=time.monotonic)
+    last_renewed: float = 0.0
     _observed: tuple[str, ...] = ()
     _observed_at: float = 0.0
 
@@ -137,11 +141,26 @@ class LeaderElection:
 
     async def _attempt(self) -> bool:
         try:
-            return await self.try_acquire_or_renew()
+            held = await self.try_acquire_or_renew()
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             # A restarting kube-apiserver drops connections (ServerDisconnectedError): retried.
             log.warning("Lease %s/%s: %s", self.namespace, self.name, exc)
-            return False
+            held = False
+        self.last_attempt = time.monotonic()
+        if held:
+            self.last_renewed = self.last_attempt
+        return held
+
+    def unhealthy(self, tolerance: float = 20.0) -> str:
+        """Why this replica should be restarted, or "": as client-go's leader-election health
+        check, a leader whose Lease went unrenewed for its duration plus `tolerance`; and a
+        waiting replica whose attempts stopped for as long (its loop is stuck)."""
+        now, limit = time.monotonic(), self.lease_seconds + tolerance
+        if self.leading and now - self.last_renewed > limit:
+            return f"leading, but the Lease was last renewed {now - self.last_renewed:.0f}s ago"
+        if not self.leading and now - self.last_attempt > limit:
+            return f"waiting to lead, but no attempt at the Lease for {now - self.last_attempt:.0f}s"
+        return ""
 
     async def keep(self) -> None:
         """Renews until cancelled; raises LeadershipLost when another holder is seen, or when no

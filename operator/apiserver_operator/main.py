@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import kopf
@@ -41,6 +42,7 @@ class OperatorConfig:
     liveness_endpoint: str = ""
     metrics_address: str = ""
     reconcile_interval: float = 30.0
+    default_image: str = ""
     installation: str = "coreio"
     uninstall_wait: float = 120.0
 
@@ -89,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         " (default: 30)",
     )
     parser.add_argument(
+        "--default-image",
+        default="",
+        help="the image of an Installation whose spec names none (the chart passes the operator's own)",
+    )
+    parser.add_argument(
         "--installation", default="coreio", help="uninstall: the Installation (default: coreio)"
     )
     parser.add_argument(
@@ -126,6 +133,7 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
         liveness_endpoint=args.liveness_endpoint,
         metrics_address=args.metrics_address,
         reconcile_interval=args.reconcile_interval,
+        default_image=args.default_image,
         installation=args.installation,
         uninstall_wait=args.wait,
     )
@@ -137,9 +145,16 @@ def _host_port(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-async def _serve_http(config: OperatorConfig) -> web.AppRunner | None:
+def _healthy() -> str:
+    return ""
+
+
+async def _serve_http(
+    config: OperatorConfig, unhealthy: Callable[[], str] = _healthy
+) -> web.AppRunner | None:
     """/metrics at --metrics-address and /healthz at --liveness-endpoint. Health is served from
-    the start, so that a replica waiting for the Lease passes its probes too."""
+    the start, so that a replica waiting for the Lease passes its probes too; it answers 500 with
+    the reason `unhealthy` gives, so that the kubelet restarts a stuck replica."""
     sites: list[tuple[str, int]] = []
     app = web.Application()
     if config.metrics_address:
@@ -153,7 +168,8 @@ async def _serve_http(config: OperatorConfig) -> web.AppRunner | None:
         url = urllib.parse.urlsplit(config.liveness_endpoint)
 
         async def serve_health(_request: web.Request) -> web.Response:
-            return web.Response(text="ok")
+            why = unhealthy()
+            return web.Response(status=500 if why else 200, text=why or "ok")
 
         app.router.add_get(url.path or "/healthz", serve_health)
         sites.append((url.hostname or "0.0.0.0", url.port or 8080))
@@ -177,7 +193,7 @@ async def _kopf(config: OperatorConfig, client: KubeClient, stop: asyncio.Event)
         # kopf's own default asks getpass for the user name, which fails for a uid without an
         # /etc/passwd entry (a pod's runAsUser): give it ours.
         identity=config.identity,  # type: ignore[arg-type]  # kopf's Identity NewType is not exported
-        memo=kopf.Memo(client=client),
+        memo=kopf.Memo(client=client, default_image=config.default_image),
         stop_flag=stop,
     )
 
@@ -188,10 +204,10 @@ async def run(config: OperatorConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    runner = await _serve_http(config)
+    election = LeaderElection(client, config.lease_namespace, LEASE_NAME, config.identity)
+    runner = await _serve_http(config, election.unhealthy if config.leader_election else _healthy)
     try:
         if config.leader_election:
-            election = LeaderElection(client, config.lease_namespace, LEASE_NAME, config.identity)
             elected = asyncio.create_task(election.run(lambda: _kopf(config, client, stop)))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({elected, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cryptography import x509
+from kubernetes.utils.quantity import parse_quantity  # the client's parser of resource quantities
 from pydantic import ValidationError
 
 from apiserver.machinery.types import JSON
@@ -70,8 +71,9 @@ def _apiservice_path(name: str) -> str:
     return resource_path("apiregistration.k8s.io/v1", "apiservices", "", name)
 
 
-def installation(body: JSON) -> Installation:
-    """The Installation in `body`; Refused when its spec or name cannot be served."""
+def installation(body: JSON, default_image: str = "") -> Installation:
+    """The Installation in `body`, its image `default_image` when the spec names none; Refused when
+    its spec or name cannot be served."""
     meta = body.get("metadata", {})
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
     try:
@@ -86,6 +88,10 @@ def installation(body: JSON) -> Installation:
             "SQLiteSingleReplica",
             f"embedded SQLite allows one replica only, {spec.replicas} asked: use etcd storage for more",
         )
+    if not spec.image:
+        if not default_image:
+            raise Refused("ImageNotSet", "spec.image is not set, and the operator has no --default-image")
+        spec = spec.model_copy(update={"image": default_image})
     return Installation(namespace, name, str(meta.get("uid", "")), spec)
 
 
@@ -180,20 +186,36 @@ def desired(inst: Installation, ca_bundle: bytes) -> list[JSON]:
     return objects + children.api_services(inst, ca_bundle)  # applied early too, by `certificates`
 
 
-async def _apply_claim(client: KubeClient, claim: JSON) -> None:
-    # A claim's spec is immutable but for a larger size: create it once, then leave it be.
-    if await client.get_or_none(path_of(claim)) is None:
+async def _create_claim(client: KubeClient, claim: JSON) -> JSON | None:
+    """Creates the claim once (its spec is immutable but for a larger size); returns the existing
+    one, or None when it was just created."""
+    existing = await client.get_or_none(path_of(claim))
+    if existing is None:
         await client.create(path_of(claim).rsplit("/", 1)[0], claim)
+    return existing
+
+
+async def _resize_claim(client: KubeClient, claim: JSON, existing: JSON) -> None:
+    """Asks for the spec's size when it differs from the claim's. kube-apiserver refuses what the
+    storage cannot do (shrinking; a class without volume expansion), and its answer becomes the
+    reconcile's error on the Installation's Ready condition, never a silent no-op."""
+    wanted = claim["spec"]["resources"]["requests"]["storage"]
+    current = existing.get("spec", {}).get("resources", {}).get("requests", {}).get("storage", "0")
+    if parse_quantity(wanted) != parse_quantity(current):
+        await client.merge_patch(path_of(claim), {"spec": {"resources": {"requests": {"storage": wanted}}}})
 
 
 async def apply_children(client: KubeClient, inst: Installation, ca_bundle: bytes) -> None:
+    claims: list[tuple[JSON, JSON]] = []
     for obj in desired(inst, ca_bundle):
-        if obj["kind"] == "PersistentVolumeClaim":
-            await _apply_claim(client, obj)
-        else:
+        if obj["kind"] != "PersistentVolumeClaim":
             await client.apply(path_of(obj), obj)
+        elif (existing := await _create_claim(client, obj)) is not None:
+            claims.append((obj, existing))
     if inst.spec.replicas <= 1:
         await client.delete(path_of(children.disruption_budget(inst)))
+    for claim, existing in claims:  # last: a refused resize holds no other child back
+        await _resize_claim(client, claim, existing)
 
 
 async def availability(client: KubeClient) -> tuple[str, str, str]:
@@ -212,9 +234,11 @@ async def availability(client: KubeClient) -> tuple[str, str, str]:
     return "False", "APIServiceNotAvailable", missing
 
 
-async def reconcile(client: KubeClient, body: JSON, now: datetime.datetime) -> Outcome:
+async def reconcile(
+    client: KubeClient, body: JSON, now: datetime.datetime, default_image: str = ""
+) -> Outcome:
     """Raises Refused (nothing touched) or ApiError (retried by the caller)."""
-    inst = installation(body)
+    inst = installation(body, default_image)
     apiservices = await claim_cluster(client, inst)
     outcome = Outcome()
     outcome.certificates = await certificates(client, inst, now, apiservices)

@@ -2,10 +2,15 @@
 
 coreio's storage TTL (`--event-ttl`) drops an Event a fixed time after its last write, the same for
 every Event. An Installation asks for more (`spec.eventRetention`): Warnings kept longer than the
-rest, a cap per namespace so that one noisy controller cannot crowd out the others, and namespaces
-and reasons that are never collected. These are plain async functions, so that the operator's kopf
-timer (every `interval`) and the tests call the same code: `collect_events` is a run,
-`plan_retention` and `delete_victims` its two halves, `select_victims` the pure decision.
+rest, a cap per namespace so that one noisy controller cannot crowd out the others (Normal Events
+go before Warnings), namespaces and reasons that are never collected, and a cap of deletes per run.
+`collect_events` is a run; `select_victims` is the same decision over a list, for reading and tests.
+
+A run holds a page of Events at a time, never the cluster's: one pass over every namespace deletes
+the Events too old as each page comes and counts the rest per namespace; then each namespace over
+its cap is listed twice, once to find the newest `maxPerNamespace` (a heap of that size) and once
+to delete those ranked below them. Its memory follows the policy (the cap, the page size and the
+number of namespaces), not the number of Events.
 
 Each delete carries the listed uid and resourceVersion as preconditions. An Event that its reporter
 updated after the list (a series heartbeat moves `series.lastObservedTime` forward) is then answered
@@ -16,10 +21,11 @@ meanwhile, count as "skipped", not as errors.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -74,6 +80,8 @@ class RetentionReport:
     deleted_by_count: int = 0
     skipped: int = 0
     errors: int = 0
+    # The run stopped at maxDeletesPerRun with Events left to delete (the next run goes on).
+    capped: bool = False
     duration_seconds: float = 0.0
     # The run's reference time: ages were measured from it.
     run_time: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -81,6 +89,10 @@ class RetentionReport:
     @property
     def deleted(self) -> int:
         return self.deleted_by_age + self.deleted_by_count
+
+    @property
+    def attempted(self) -> int:
+        return self.deleted + self.skipped + self.errors
 
     def status(self) -> JSON:
         """The Installation's `status.eventRetention`."""
@@ -91,7 +103,9 @@ class RetentionReport:
             "deletedByCount": self.deleted_by_count,
             "skipped": self.skipped,
             "errors": self.errors,
+            "capped": self.capped,
             "durationSeconds": round(self.duration_seconds, 3),
+            "lastError": None,  # a merge patch: a successful run clears the last failure's message
         }
 
 
@@ -105,6 +119,7 @@ class _Limits:
     max_age: timedelta
     warning_max_age: timedelta
     max_per_namespace: int
+    max_deletes: int
     exempt_namespaces: frozenset[str]
     exempt_reasons: frozenset[str]
 
@@ -116,6 +131,7 @@ class _Limits:
             max_age=max_age,
             warning_max_age=timedelta(seconds=parse_go_duration(warning)) if warning else max_age,
             max_per_namespace=policy.max_per_namespace,
+            max_deletes=policy.max_deletes_per_run,
             exempt_namespaces=frozenset(policy.exempt_namespaces),
             exempt_reasons=frozenset(policy.exempt_reasons),
         )
@@ -135,6 +151,14 @@ class _Entry:
 
     def victim(self, rule: Rule) -> Victim:
         return Victim(self.namespace, self.name, self.uid, self.resource_version, rule)
+
+    def rank(self) -> tuple[bool, datetime, str]:
+        """Higher is kept longer under the count cap: Warnings above Normal Events, then newer
+        above older, then by name (so that two runs over the same Events choose the same)."""
+        return (self.warning, self.observed, self.name)
+
+    def too_old(self, limits: _Limits, now: datetime) -> bool:
+        return now - self.observed > (limits.warning_max_age if self.warning else limits.max_age)
 
 
 def _utc(moment: datetime) -> datetime:
@@ -184,29 +208,21 @@ def _select(entries: Iterable[_Entry], limits: _Limits, now: datetime) -> list[V
     victims: list[Victim] = []
     survivors: dict[str, list[_Entry]] = defaultdict(list)
     for entry in entries:
-        max_age = limits.warning_max_age if entry.warning else limits.max_age
-        if now - entry.observed > max_age:
+        if entry.too_old(limits, now):
             victims.append(entry.victim("age"))
         else:
             survivors[entry.namespace].append(entry)
     if limits.max_per_namespace > 0:
         for kept in survivors.values():
-            victims += _beyond_limit(kept, limits.max_per_namespace)
+            ranked = sorted(kept, key=_Entry.rank, reverse=True)
+            victims += [entry.victim("count") for entry in ranked[limits.max_per_namespace :]]
     return victims
 
 
-def _beyond_limit(entries: list[_Entry], limit: int) -> list[Victim]:
-    """The oldest entries past the newest `limit`; equal times are ordered by name, so that two
-    runs over the same Events choose the same ones."""
-    if len(entries) <= limit:
-        return []
-    newest_first = sorted(entries, key=lambda entry: (entry.observed, entry.name), reverse=True)
-    return [entry.victim("count") for entry in newest_first[limit:]]
-
-
 def select_victims(events: Iterable[JSON], policy: EventRetention, now: datetime) -> list[Victim]:
-    """The Events (as listed) that `policy` deletes at `now`: too old first, then, per namespace, the
-    oldest of those beyond `max_per_namespace`. Exempt namespaces and reasons are never chosen."""
+    """The Events (as listed) that `policy` deletes at `now`: too old first, then, per namespace,
+    those ranked below the `max_per_namespace` kept (`_Entry.rank`). Exempt namespaces and reasons
+    are never chosen. `collect_events` decides the same, a page at a time."""
     limits = _Limits.of(policy)
     now = _utc(now)
     entries = (_project(event, limits, now) for event in events)
@@ -214,25 +230,6 @@ def select_victims(events: Iterable[JSON], policy: EventRetention, now: datetime
 
 
 # ----------------------------------------------------------------------------- the run
-
-
-async def plan_retention(
-    client: KubeClient, policy: EventRetention, now: datetime
-) -> tuple[list[Victim], int]:
-    """Lists every Event of every namespace (pages of PAGE_SIZE) and selects the victims; returns
-    them and how many Events were examined."""
-    limits = _Limits.of(policy)
-    now = _utc(now)
-    entries: list[_Entry] = []
-    examined = 0
-    async for page in client.list_pages(EVENTS_PATH, {"limit": str(PAGE_SIZE)}):
-        items = page.get("items") or []
-        examined += len(items)
-        # Each page is reduced to entries as it comes, so only one page of full objects is held.
-        for item in items:
-            if isinstance(item, dict) and (entry := _project(item, limits, now)) is not None:
-                entries.append(entry)
-    return _select(entries, limits, now), examined
 
 
 async def _delete_one(client: KubeClient, victim: Victim, report: RetentionReport) -> None:
@@ -256,12 +253,9 @@ async def _delete_one(client: KubeClient, victim: Victim, report: RetentionRepor
         report.deleted_by_count += 1
 
 
-async def delete_victims(
-    client: KubeClient, victims: Sequence[Victim], concurrency: int = DEFAULT_CONCURRENCY
-) -> RetentionReport:
-    """Deletes the victims, at most `concurrency` at once, each only if unchanged since listed."""
-    started = time.monotonic()
-    report = RetentionReport()
+async def _delete_into(
+    client: KubeClient, victims: Sequence[Victim], report: RetentionReport, concurrency: int
+) -> None:
     pending = iter(victims)
 
     async def worker() -> None:
@@ -273,8 +267,95 @@ async def delete_victims(
             await _delete_one(client, victim, report)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(victims))))))
+
+
+async def delete_victims(
+    client: KubeClient, victims: Sequence[Victim], concurrency: int = DEFAULT_CONCURRENCY
+) -> RetentionReport:
+    """Deletes the victims, at most `concurrency` at once, each only if unchanged since listed."""
+    started = time.monotonic()
+    report = RetentionReport()
+    await _delete_into(client, victims, report, concurrency)
     report.duration_seconds = time.monotonic() - started
     return report
+
+
+class _Run:
+    """One run's state: the policy, its reference time, what it did, and its deletes (capped)."""
+
+    def __init__(self, client: KubeClient, policy: EventRetention, now: datetime, concurrency: int) -> None:
+        self.client, self.limits, self.now = client, _Limits.of(policy), now
+        self.report = RetentionReport(run_time=now)
+        self.concurrency = concurrency
+
+    @property
+    def stopped(self) -> bool:
+        return self.report.capped or self.report.errors >= MAX_ERRORS
+
+    def entries(self, page: JSON) -> list[_Entry]:
+        items = page.get("items") or []
+        projected = (_project(item, self.limits, self.now) for item in items if isinstance(item, dict))
+        return [entry for entry in projected if entry is not None]
+
+    async def delete(self, victims: Sequence[Victim]) -> None:
+        left = self.limits.max_deletes - self.report.attempted
+        if len(victims) > left:
+            victims, self.report.capped = victims[: max(0, left)], True
+        await _delete_into(self.client, victims, self.report, self.concurrency)
+
+    async def pages(self, namespace: str = "") -> AsyncIterator[JSON]:
+        path = resource_path(EVENTS_API_VERSION, "events", namespace) if namespace else EVENTS_PATH
+        async for page in self.client.list_pages(path, {"limit": str(PAGE_SIZE)}):
+            yield page
+            if self.stopped:
+                return
+
+
+async def _age_pass(run: _Run) -> Counter[str]:
+    """Every Event, a page at a time: the too old deleted as their page comes, the others counted
+    per namespace."""
+    survivors: Counter[str] = Counter()
+    async for page in run.pages():
+        run.report.examined += len(page.get("items") or [])
+        victims = []
+        for entry in run.entries(page):
+            if entry.too_old(run.limits, run.now):
+                victims.append(entry.victim("age"))
+            else:
+                survivors[entry.namespace] += 1
+        await run.delete(victims)
+    return survivors
+
+
+async def _cutoff(run: _Run, namespace: str) -> tuple[bool, datetime, str] | None:
+    """The rank of the last Event the namespace keeps under its cap (the cap's newest, held in a
+    heap of the cap's size); None when it holds no more than that."""
+    limit = run.limits.max_per_namespace
+    kept: list[tuple[bool, datetime, str]] = []
+    async for page in run.pages(namespace):
+        for entry in run.entries(page):
+            if entry.too_old(run.limits, run.now):
+                continue
+            if len(kept) < limit:
+                heapq.heappush(kept, entry.rank())
+            elif entry.rank() > kept[0]:
+                heapq.heapreplace(kept, entry.rank())
+    return kept[0] if len(kept) == limit else None
+
+
+async def _count_pass(run: _Run, namespace: str) -> None:
+    """Deletes the namespace's Events ranked below its cap's newest (and any grown too old since)."""
+    cutoff = await _cutoff(run, namespace)
+    if cutoff is None:
+        return
+    async for page in run.pages(namespace):
+        victims = []
+        for entry in run.entries(page):
+            if entry.too_old(run.limits, run.now):
+                victims.append(entry.victim("age"))
+            elif entry.rank() < cutoff:
+                victims.append(entry.victim("count"))
+        await run.delete(victims)
 
 
 def _record(report: RetentionReport) -> None:
@@ -287,30 +368,39 @@ def _record(report: RetentionReport) -> None:
 
 
 async def collect_events(
-    client: KubeClient, policy: EventRetention, now: datetime | None = None
+    client: KubeClient,
+    policy: EventRetention,
+    now: datetime | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> RetentionReport:
-    """One garbage-collection run: plan, delete, record metrics, log a line. A run whose list fails
-    counts as an error run and raises (the timer tries again at its next tick); failed deletes do
-    not raise, they are counted in the report and make the run an error run."""
+    """One garbage-collection run (see the module's docstring), with its metrics and a log line. A
+    run whose list fails counts as an error run and raises (the next run tries again); failed
+    deletes do not raise, they are counted in the report and make the run an error run."""
     now = _utc(now) if now is not None else datetime.now(UTC)
     started = time.monotonic()
+    run = _Run(client, policy, now, concurrency)
     try:
-        victims, examined = await plan_retention(client, policy, now)
-        deleted = await delete_victims(client, victims)
+        survivors = await _age_pass(run)
+        if run.limits.max_per_namespace > 0:
+            for namespace in sorted(survivors):
+                if survivors[namespace] > run.limits.max_per_namespace and not run.stopped:
+                    await _count_pass(run, namespace)
     except Exception:
         metrics.EVENT_GC_RUNS.labels(result="error").inc()
         metrics.EVENT_GC_DURATION.observe(time.monotonic() - started)
         raise
-    report = replace(deleted, examined=examined, run_time=now, duration_seconds=time.monotonic() - started)
+    report = replace(run.report, duration_seconds=time.monotonic() - started)
     _record(report)
     LOG.info(
-        "event retention: examined %d, deleted %d (%d by age, %d by count), skipped %d, errors %d, in %.2fs",
+        "event retention: examined %d, deleted %d (%d by age, %d by count), skipped %d, errors %d%s,"
+        " in %.2fs",
         report.examined,
         report.deleted,
         report.deleted_by_age,
         report.deleted_by_count,
         report.skipped,
         report.errors,
+        " (capped)" if report.capped else "",
         report.duration_seconds,
     )
     return report

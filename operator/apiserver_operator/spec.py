@@ -21,7 +21,6 @@ KIND = "Installation"
 PLURAL = "installations"
 # What the operator puts on each Installation so that it removes the children before it goes.
 FINALIZER = f"{GROUP}/cleanup"
-DEFAULT_IMAGE = "ghcr.io/coreio/coreio:0.1.0"
 
 
 def _camel(name: str) -> str:
@@ -84,8 +83,12 @@ class EventRetention(_Model):
     max_age: str = "1h"
     # A longer age for `type: Warning` Events; "" keeps them as long as the others.
     warning_max_age: str = ""
-    # At most this many Events per namespace, the oldest deleted first; 0 for no limit.
+    # At most this many Events per namespace, the oldest Normal ones deleted first, then the oldest
+    # Warnings; 0 for no limit.
     max_per_namespace: int = Field(default=0, ge=0)
+    # A run deletes at most this many (the next run goes on), so that one run after a flood does
+    # not hold the API server busy for long.
+    max_deletes_per_run: int = Field(default=10000, ge=1)
     exempt_namespaces: list[str] = []
     exempt_reasons: list[str] = []
     interval: str = "5m"
@@ -110,7 +113,9 @@ class Resources(_Model):
 
 
 class InstallationSpec(_Model):
-    image: str = DEFAULT_IMAGE
+    # Empty: the operator's --default-image (the chart passes its own image, so that an upgrade of
+    # the chart moves both; a default in the CRD would stay behind, since Helm never upgrades CRDs).
+    image: str = ""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     # SQLite allows one; with etcd, two or more keep it available through a node loss.
     replicas: int = Field(default=1, ge=1, le=50)

@@ -23,6 +23,7 @@ import pytest
 from cryptography import x509
 
 from apiserver.machinery.types import JSON
+from tests.support.kubectl import Kubectl
 from tests.support.node import NODE_ETCD_URL
 from tests.support.node_install import (
     APISERVICES,
@@ -43,7 +44,8 @@ IMAGE = f"{REPOSITORY}:{TAG}"
 # Event retention every 2 s; the operator reconciling every 2 s, so that drift is repaired at once.
 VALUES = {
     "image": {"repository": REPOSITORY, "tag": TAG},
-    "operator": {"replicas": 2, "extraArgs": ["--reconcile-interval=2"]},
+    # `second`: a namespace it manages besides its own, for the refusals below.
+    "operator": {"replicas": 2, "extraArgs": ["--reconcile-interval=2"], "watchNamespaces": ["second"]},
     "installation": {
         "spec": {
             "storage": {"type": "sqlite"},
@@ -62,6 +64,7 @@ def on_node() -> Iterator[OnNode]:
 
 def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None:
     started = time.monotonic()
+    on_node.cluster.run("create", "namespace", "second")  # a RoleBinding goes there
     on_node.helm_install(VALUES)
     wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
     on_node.timed("helm install to Available", started)
@@ -98,6 +101,45 @@ def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None
     # A bare `kubectl get rolebindings` keeps meaning the built-in group.
     resolved = on_node.cluster.run("get", "rolebindings", "-A", "-o", "name").stdout
     assert "rolebinding.rbac.authorization.k8s.io/" in resolved
+
+
+# (verb, resource, namespace or "", allowed): what the operator's own token may do, as
+# kube-apiserver answers it. Everything it writes it may; nothing beyond.
+OPERATOR_RIGHTS = [
+    ("get", "secrets", "kube-system", False),
+    ("list", "secrets", "default", False),
+    ("create", "deployments", "kube-system", False),
+    ("create", "serviceaccounts", "default", False),
+    ("patch", "apiservices/v1beta1.metrics.k8s.io", "", False),
+    ("create", "apiservices", "", False),  # not by name: refused
+    ("delete", "clusterroles/cluster-admin", "", False),
+    ("patch", "clusterrolebindings/cluster-admin", "", False),
+    ("create", "rolebindings", "kube-system", False),
+    ("get", "secrets", NS, True),
+    ("create", "deployments", NS, True),
+    ("patch", "apiservices/v1.events.core.io", "", True),
+    ("delete", "clusterroles/coreio:apiserver", "", True),
+    ("patch", "rolebindings/coreio:authentication-reader", "kube-system", True),
+]
+
+
+def test_the_operators_own_token_reaches_nothing_beyond_coreio(on_node: OnNode) -> None:
+    """Asked of kube-apiserver with a token of the operator's ServiceAccount (the one its pods run
+    with, and with which everything above was installed)."""
+    cluster = on_node.cluster
+    token = cluster.create_token("coreio-operator", NS, create=False)
+    kubectl = Kubectl(
+        cluster.kubectl.binary, cluster.user_kubeconfig(on_node.directory / "op.kubeconfig", token=token)
+    )
+    answers = []
+    for verb, resource, namespace, _ in OPERATOR_RIGHTS:
+        where = ["-n", namespace] if namespace else []
+        done = kubectl.run("auth", "can-i", verb, resource, *where, check=False, env=cluster.kubectl_env)
+        answers.append((verb, resource, namespace, done.stdout.strip() == "yes"))
+    assert answers == OPERATOR_RIGHTS
+    for namespace in ("kube-system", NS):
+        listed = kubectl.run("auth", "can-i", "--list", "-n", namespace, env=cluster.kubectl_env).stdout
+        print(f"\nthe operator's rights in {namespace} (kubectl auth can-i --list):\n{listed}")
 
 
 def test_everyone_authenticated_may_ask_access_reviews(on_node: OnNode) -> None:
@@ -193,6 +235,27 @@ def test_drift_is_repaired(on_node: OnNode) -> None:
     on_node.timed("drift: serving again", started)
 
 
+def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> None:
+    """The node's PersistentVolume has no class that can expand it: kube-apiserver refuses the
+    larger request, and its answer stands on the Installation's Ready condition (it was silently
+    ignored before). Asked back to the claim's size, the Installation is Ready again."""
+    run = on_node.cluster.run
+    resize = {"spec": {"storage": {"sqlite": {"size": "2Gi"}}}}
+    run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(resize))
+    ready = wait_for(
+        "the refusal reported",
+        lambda: on_node.condition("Ready").get("reason") == "ReconcileError" and on_node.condition("Ready"),
+        60,
+    )
+    assert ready["status"] == "False"
+    assert "persistentvolumeclaims" in ready["message"] and "can be resized" in ready["message"], ready
+    claim = on_node.get("persistentvolumeclaim", "coreio-data", "-n", NS)
+    assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    resize["spec"]["storage"]["sqlite"]["size"] = "1Gi"
+    run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(resize))
+    wait_for("Ready again", lambda: on_node.status("Ready") == "True", timeout=60)
+
+
 def _event(name: str, age_seconds: int, namespace: str = "default") -> JSON:
     moment = time.gmtime(time.time() - age_seconds)
     return {
@@ -250,7 +313,7 @@ def test_operator_metrics_and_liveness(on_node: OnNode) -> None:
     assert found, text
     assert abs(found[0] - leaf.not_valid_after_utc.timestamp()) <= 40  # renewed since, at most once
     assert time.time() < found[0] <= time.time() + 40  # the 40 s serving lifetime
-    assert _from_leader(on_node, 8080, "/healthz").strip()
+    assert _from_leader(on_node, 8080, "/healthz") == "ok"
     events = on_node.cluster.json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=coreio")
     assert "Certificates" in {e["reason"] for e in events["items"]}
 
@@ -292,7 +355,6 @@ def _installation(name: str, namespace: str, spec: JSON) -> JSON:
 
 def test_second_installation_is_refused_and_touches_nothing(on_node: OnNode) -> None:
     cluster = on_node.cluster
-    cluster.run("create", "namespace", "second")
     cluster.apply(_installation("coreio", "second", {"storage": {"type": "sqlite"}}))
     ready = wait_for("refusal", lambda: on_node.condition("Ready", "coreio", "second"), timeout=30)
     assert ready["status"] == "False" and ready["reason"] == "ClusterAlreadyInstalled", ready
@@ -304,6 +366,19 @@ def test_second_installation_is_refused_and_touches_nothing(on_node: OnNode) -> 
         assert apiservice is not None and apiservice["spec"]["service"]["namespace"] == NS
     cluster.run("delete", "installation", "coreio", "-n", "second", "--timeout=30s")
     assert on_node.get("apiservice", APISERVICES[0]) is not None  # still the first one's
+
+
+def test_an_installation_where_the_operator_has_no_rights_is_not_seen(on_node: OnNode) -> None:
+    """Least privilege: outside the release namespace and operator.watchNamespaces the operator
+    neither watches nor writes; such an Installation stays untouched (no finalizer, no status)."""
+    cluster = on_node.cluster
+    cluster.run("create", "namespace", "unmanaged")
+    cluster.apply(_installation("coreio", "unmanaged", {"storage": {"type": "sqlite"}}))
+    time.sleep(6)  # three of the operator's reconcile intervals
+    found = on_node.installation("coreio", "unmanaged")
+    assert "status" not in found and not found["metadata"].get("finalizers"), found
+    assert on_node.get("deployment", "coreio", "-n", "unmanaged") is None
+    cluster.run("delete", "installation", "coreio", "-n", "unmanaged", "--timeout=30s")
 
 
 _SPEC_RULES = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations"
@@ -414,13 +489,15 @@ def test_etcd_storage_with_two_replicas(on_node: OnNode) -> None:
     cluster = on_node.cluster
     storage = {"type": "etcd", "etcd": {"endpoints": [NODE_ETCD_URL], "prefix": "/coreio-e2e"}}
     started = time.monotonic()
-    cluster.apply(_installation("coreio", NS, {"image": IMAGE, "replicas": 2, "storage": storage}))
+    # No image: the operator's --default-image, the chart's image.
+    cluster.apply(_installation("coreio", NS, {"replicas": 2, "storage": storage}))
     wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
     wait_for("two API server pods Ready", lambda: len(on_node.ready_pods("apiserver")) == 2, timeout=120)
     on_node.timed("etcd storage, two replicas: Available", started)
     deployment = on_node.get("deployment", "coreio", "-n", NS)
     assert deployment is not None
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
     assert len(deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]) == 2
     budget = on_node.get("poddisruptionbudget", "coreio", "-n", NS)
     assert budget is not None and budget["spec"]["maxUnavailable"] == 1

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_operator import children
+from apiserver_operator import children, reconcile
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
 
-from apiserver.resources.rolebinding import ACCESS_REVIEWS
+from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
 from tests.support import manifests
 from tests.support.helm import Helm
 from tests.support.manifests import ManifestError, load_yaml_documents, project_crds, validate_manifests
@@ -279,10 +279,11 @@ def assert_operator_container(container: Obj) -> None:
     assert container["image"] == IMAGE
     assert container["command"] == ["coreio-operator"]
     assert container["args"] == [
-        "--all-namespaces",
+        f"--namespace={NAMESPACE}",
         f"--leader-election-namespace={NAMESPACE}",
         "--liveness-endpoint=http://0.0.0.0:8080/healthz",
         "--metrics-address=0.0.0.0:9090",
+        f"--default-image={IMAGE}",  # an Installation naming no image runs the operator's
     ]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
     for probe in ("livenessProbe", "readinessProbe"):
@@ -303,11 +304,21 @@ def test_more_replicas_get_a_disruption_budget(helm: ChartHelm) -> None:
     assert budget["spec"]["maxUnavailable"] == 1
 
 
-def test_watch_namespaces_replace_all_namespaces(helm: ChartHelm) -> None:
-    deployment = only(render(helm, 'operator.watchNamespaces=["team-a","team-b"]'), "Deployment")
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:2] == ["--namespace=team-a", "--namespace=team-b"]
+def test_watch_namespaces_add_to_the_release_namespace(helm: ChartHelm) -> None:
+    """The operator manages Installations where its RoleBindings give it rights, and only there."""
+    objs = render(helm, 'operator.watchNamespaces=["team-a","team-b"]')
+    args = only(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    managed = [NAMESPACE, "team-a", "team-b"]
+    assert args[:3] == [f"--namespace={ns}" for ns in managed]
     assert "--all-namespaces" not in args
+    bindings = [
+        o for o in objs if o["kind"] == "RoleBinding" and o["roleRef"]["name"] == f"{OPERATOR}-namespaced"
+    ]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(managed)
+    # The release namespace named again is not bound twice.
+    again = render(helm, f'operator.watchNamespaces=["{NAMESPACE}"]')
+    args = only(again, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace=")] == [f"--namespace={NAMESPACE}"]
 
 
 def test_pod_settings_from_values(helm: ChartHelm) -> None:
@@ -434,71 +445,110 @@ def granted(rules: list[Obj]) -> set[Grant]:
 
 CRUD = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
+BY_NAME = ["get", "create", "update", "patch", "delete"]  # create by name: server-side apply
+RBAC = "rbac.authorization.k8s.io"
 OPERATOR_GRANTS = {
     *grants("operator.core.io", ["installations"], ["get", "list", "watch", "patch", "update"]),
     *grants("operator.core.io", ["installations/status"], ["get", "patch", "update"]),
-    *grants("", ["events"], ["create", "patch"]),
+    *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
+    *grants("apiregistration.k8s.io", ["apiservices"], BY_NAME, children.APISERVICE_NAMES),
+    *grants(RBAC, ["clusterroles"], BY_NAME, (children.CLUSTER_ROLE, ACCESS_REVIEWER)),
+    *grants(
+        RBAC,
+        ["clusterrolebindings"],
+        BY_NAME,
+        (children.CLUSTER_ROLE, children.AUTH_DELEGATOR_BINDING, ACCESS_REVIEWER),
+    ),
+    *grants(RBAC, ["clusterroles"], ["bind"], ("system:auth-delegator",)),
+    *grants(RBAC, ["roles", "clusterroles"], READ),
     *grants("", ["namespaces"], READ),
+    *grants("rbac.authorization.core.io", [plural for plural, _ in ACCESS_REVIEWS], ["create"]),
+    *grants("events.core.io", ["events"], ["get", "list", "watch", "delete", "deletecollection"]),
+}
+NAMESPACED_GRANTS = {
     *grants("", ["serviceaccounts", "services", "secrets", "persistentvolumeclaims"], CRUD),
     *grants("apps", ["deployments"], CRUD),
     *grants("policy", ["poddisruptionbudgets"], CRUD),
-    *grants("apiregistration.k8s.io", ["apiservices"], CRUD),
-    *grants("rbac.authorization.k8s.io", ["clusterrolebindings", "rolebindings", "clusterroles"], CRUD),
-    *grants("rbac.authorization.k8s.io", ["roles"], READ),
-    *grants("rbac.authorization.k8s.io", ["clusterroles"], ["bind"], ("system:auth-delegator",)),
-    *grants("rbac.authorization.k8s.io", ["roles"], ["bind"], ("extension-apiserver-authentication-reader",)),
-    *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
-    *grants("events.core.io", ["events"], ["get", "list", "watch", "delete", "deletecollection"]),
-    *grants("rbac.authorization.core.io", [plural for plural, _ in ACCESS_REVIEWS], ["create"]),
+    *grants("", ["events"], ["create", "patch"]),
 }
+KUBE_SYSTEM_GRANTS = {
+    *grants(RBAC, ["rolebindings"], BY_NAME, (children.AUTH_READER_BINDING,)),
+    *grants(RBAC, ["roles"], ["bind"], ("extension-apiserver-authentication-reader",)),
+}
+SUBJECTS = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
 
 
-def test_operator_cluster_role_grants_exactly_what_it_needs(helm: ChartHelm) -> None:
+def bound(objs: list[Obj], kind: str, role: str, namespace: str | None = None) -> Obj:
+    """The one binding of `kind` to `role` (in `namespace`), which must name the operator only."""
+    found = [
+        o
+        for o in objs
+        if o["kind"] == kind and o["roleRef"]["name"] == role and o["metadata"].get("namespace") == namespace
+    ]
+    assert len(found) == 1, f"{len(found)} {kind} of {role} in {namespace}"
+    assert found[0]["subjects"] == SUBJECTS
+    return found[0]
+
+
+def test_operator_rights_are_least_privilege(helm: ChartHelm) -> None:
+    """Cluster-wide, nothing but coreio's own kinds, reads of RBAC and namespaces, and by name the
+    objects it writes; Secrets, Deployments and the rest only in the namespaces it manages; in
+    kube-system, one RoleBinding by name."""
     objs = render(helm)
     assert granted(only(objs, "ClusterRole", OPERATOR)["rules"]) == OPERATOR_GRANTS
-    binding = only(objs, "ClusterRoleBinding", OPERATOR)
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": OPERATOR,
-    }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    bound(objs, "ClusterRoleBinding", OPERATOR)
+    assert granted(only(objs, "ClusterRole", f"{OPERATOR}-namespaced")["rules"]) == NAMESPACED_GRANTS
+    assert not [
+        o for o in objs if o["kind"] == "ClusterRoleBinding" and o["roleRef"]["name"].endswith("namespaced")
     ]
+    bound(objs, "RoleBinding", f"{OPERATOR}-namespaced", NAMESPACE)
+    kube_system = [o for o in objs if o["kind"] == "Role" and o["metadata"]["namespace"] == "kube-system"]
+    assert [granted(o["rules"]) for o in kube_system] == [KUBE_SYSTEM_GRANTS]
+    bound(objs, "RoleBinding", kube_system[0]["metadata"]["name"], "kube-system")
 
 
-def test_operator_holds_what_it_grants(helm: ChartHelm) -> None:
-    """kube-apiserver's RBAC escalation check: the operator may write a ClusterRole only with rules
-    it holds itself, and bind a role it did not write only with `bind` on it."""
-    held = granted(only(render(helm), "ClusterRole", OPERATOR)["rules"])
-    objects = children.rbac(Installation(NAMESPACE, RELEASE, "uid", InstallationSpec()))
-    written = {o["metadata"]["name"] for o in objects if o["kind"] == "ClusterRole"}
-    for obj in objects:
+def test_operator_holds_what_it_writes(helm: ChartHelm) -> None:
+    """Every child the operator writes (as `reconcile.desired` and the Secrets list them), under a
+    right the chart grants in the right place; and kube-apiserver's escalation check: it may write
+    a ClusterRole only with rules it holds, and bind a role it did not write only with `bind`."""
+    objs = render(helm)
+    cluster = granted(only(objs, "ClusterRole", OPERATOR)["rules"])
+    namespaced = granted(only(objs, "ClusterRole", f"{OPERATOR}-namespaced")["rules"])
+    kube_system = granted(only(objs, "Role", OPERATOR)["rules"])
+    inst = Installation(NAMESPACE, RELEASE, "uid", InstallationSpec(replicas=2))
+    secrets = [children.secret(inst, inst.ca_secret, "Opaque", {}, {})]
+    for obj in [*reconcile.desired(inst, b""), *secrets]:
+        plural, group = reconcile.PLURALS[obj["kind"]], obj["apiVersion"].rpartition("/")[0]
+        namespace, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
+        held = kube_system if namespace == "kube-system" else namespaced if namespace else cluster
+        where = "" if namespace == NAMESPACE else name  # namespaced rights are not by name
+        for verb in ("get", "create", "patch", "delete"):
+            assert (group, plural, verb, where) in held, f"{verb} {plural} {name} in {namespace}"
+    written = {o["metadata"]["name"] for o in children.rbac(inst) if o["kind"] == "ClusterRole"}
+    for obj in children.rbac(inst):
         if obj["kind"] == "ClusterRole":
-            assert granted(obj["rules"]) <= held, manifests.describe(obj)
+            assert granted(obj["rules"]) <= cluster, manifests.describe(obj)
             continue
         ref = obj["roleRef"]
         plural = {"ClusterRole": "clusterroles", "Role": "roles"}[ref["kind"]]
-        assert ref["name"] in written or ("rbac.authorization.k8s.io", plural, "bind", ref["name"]) in held
+        assert ref["name"] in written or (RBAC, plural, "bind", ref["name"]) in cluster | kube_system
 
 
 def test_operator_role_holds_its_lease(helm: ChartHelm) -> None:
     objs = render(helm)
-    role = only(objs, "Role", OPERATOR)
+    role = only(objs, "Role", f"{OPERATOR}-lease")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert granted(role["rules"]) == grants(
         "coordination.k8s.io", ["leases"], ["get", "list", "watch", "create", "update", "patch"]
     )
-    binding = only(objs, "RoleBinding", OPERATOR)
-    assert binding["roleRef"]["name"] == OPERATOR
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
-    ]
+    bound(objs, "RoleBinding", f"{OPERATOR}-lease", NAMESPACE)
 
 
 def test_no_role_grants_a_wildcard(helm: ChartHelm) -> None:
     roles = [o for o in render(helm) if o["kind"] in {"Role", "ClusterRole"}]
-    assert len(roles) == 4  # the operator's two, the test hook's, the uninstall hook's
+    # The operator's four (cluster-wide, namespaced, kube-system, the Lease), the test hook's, the
+    # uninstall hook's.
+    assert len(roles) == 6
     for role in roles:
         for rule in role["rules"]:
             assert "nonResourceURLs" not in rule

@@ -28,7 +28,7 @@ from apiserver_operator.retention import (
     Victim,
     collect_events,
     delete_victims,
-    plan_retention,
+    select_victims,
 )
 from apiserver_operator.spec import EventRetention
 
@@ -122,9 +122,10 @@ def expected_victims(specs: list[Spec]) -> tuple[set[tuple[str, str]], set[tuple
     too_old = {s.key for s in specs if not exempt(s) and s.age > (WARNING_MAX_AGE if s.warning else MAX_AGE)}
     beyond: set[tuple[str, str]] = set()
     for namespace in GC_NAMESPACES:
+        # Kept first: Warnings, then Normal Events, each the youngest first.
         young = sorted(
             (s for s in specs if s.namespace == namespace and not exempt(s) and s.key not in too_old),
-            key=lambda s: s.age,
+            key=lambda s: (not s.warning, s.age),
         )
         beyond |= {s.key for s in young[LIMIT:]}
     return too_old, beyond
@@ -264,7 +265,7 @@ def test_series_are_judged_by_their_last_observation(outcome: Outcome) -> None:
     assert any(spec.series and not exempt(spec) for spec in left)
 
 
-def test_each_namespace_keeps_exactly_its_newest(outcome: Outcome) -> None:
+def test_each_namespace_keeps_its_warnings_first_then_its_newest(outcome: Outcome) -> None:
     for namespace in GC_NAMESPACES:
         left = [s for s in outcome.specs if s.namespace == namespace and s.key in outcome.after]
         counted = [s for s in left if not exempt(s)]
@@ -278,7 +279,12 @@ def test_each_namespace_keeps_exactly_its_newest(outcome: Outcome) -> None:
             and s.age <= (WARNING_MAX_AGE if s.warning else MAX_AGE)
         ]
         assert gone_young, f"{namespace}: the count limit should have deleted some"
-        assert max(s.age for s in counted) < min(s.age for s in gone_young)
+        # Normal Events go first: a Warning goes only once no Normal Event is kept.
+        assert not ([s for s in gone_young if s.warning] and [s for s in counted if not s.warning])
+        for warning in (False, True):
+            kept = [s.age for s in counted if s.warning == warning]
+            gone = [s.age for s in gone_young if s.warning == warning]
+            assert not kept or not gone or max(kept) < min(gone), (namespace, warning)
 
 
 def test_exempt_namespaces_and_reasons_are_untouched(outcome: Outcome) -> None:
@@ -322,7 +328,8 @@ async def test_events_changed_after_planning_survive(client: KubeClient) -> None
     ]
     await create_all(client, [spec.body(now) for spec in specs])
 
-    victims, examined = await plan_retention(client, policy, now)
+    listed = list((await list_events(client)).values())
+    victims, examined = select_victims(listed, policy, now), len(listed)
     ours_only = [victim for victim in victims if victim.namespace == HEARTBEAT_NAMESPACE]
     assert len(ours_only) == len(victims) == 20 and examined >= 20
     assert {victim.rule for victim in victims} == {"age"}
@@ -342,7 +349,7 @@ async def test_events_changed_after_planning_survive(client: KubeClient) -> None
     assert left == {*beating, recreated}
 
     # The next run judges them anew: the heartbeats are recent now, the namesake is still old.
-    victims, _ = await plan_retention(client, policy, now)
+    victims = select_victims((await list_events(client)).values(), policy, now)
     assert [victim.name for victim in victims] == [recreated]
 
 

@@ -149,7 +149,18 @@ def test_crd_defaults_are_the_typed_spec_defaults() -> None:
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     defaulted = _defaulted(schema, {})
     typed = InstallationSpec().model_dump(by_alias=True, exclude_none=True)
+    # The image alone has no default in the CRD: the operator's --default-image fills it in.
+    assert typed.pop("image") == "" and "default" not in schema["properties"]["image"]
     assert defaulted == typed
+
+
+def test_an_installation_without_an_image_runs_the_operators_default() -> None:
+    body: JSON = {"metadata": {"name": "c", "namespace": "n"}, "spec": {}}
+    assert reconcile.installation(body, "registry.example.com/coreio:0.2.0").spec.image == (
+        "registry.example.com/coreio:0.2.0"
+    )
+    named = {**body, "spec": {"image": "registry.example.com/coreio:pinned"}}
+    assert reconcile.installation(named, "registry.example.com/coreio:0.2.0").spec.image.endswith(":pinned")
 
 
 @pytest.mark.parametrize(
@@ -157,6 +168,7 @@ def test_crd_defaults_are_the_typed_spec_defaults() -> None:
     [
         ({"metadata": {"name": "c", "namespace": "n"}, "spec": {"replicas": 2}}, "SQLiteSingleReplica"),
         ({"metadata": {"name": "Bad_Name", "namespace": "n"}, "spec": {}}, "InvalidName"),
+        ({"metadata": {"name": "c", "namespace": "n"}, "spec": {}}, "ImageNotSet"),
         (
             {"metadata": {"name": "c", "namespace": "n"}, "spec": {"certificates": {"caLifetime": "1y"}}},
             "InvalidSpec",

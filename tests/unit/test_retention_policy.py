@@ -94,6 +94,19 @@ def test_count_limit_keeps_the_newest_per_namespace() -> None:
     assert names(victims, "count") == {f"a-{minutes}" for minutes in range(4, 10)}
 
 
+def test_count_limit_takes_normal_events_before_warnings() -> None:
+    """A Warning outlives every Normal Event of its namespace under the cap, however old it is
+    (within its own age limit)."""
+    events = [event(f"n-{minutes}", timedelta(minutes=minutes)) for minutes in range(1, 6)]
+    events += [
+        event(f"w-{minutes}", timedelta(minutes=30 + minutes), type_="Warning") for minutes in range(3)
+    ]
+    victims = select_victims(events, EventRetention(max_age="1h", max_per_namespace=4), NOW)
+    assert names(victims, "count") == {"n-2", "n-3", "n-4", "n-5"}
+    victims = select_victims(events, EventRetention(max_age="1h", max_per_namespace=2), NOW)
+    assert names(victims, "count") == {f"n-{minutes}" for minutes in range(1, 6)} | {"w-2"}
+
+
 def test_count_limit_zero_means_unlimited() -> None:
     events = [event(f"e-{i}", timedelta(seconds=i)) for i in range(50)]
     assert select_victims(events, EventRetention(max_age="1h", max_per_namespace=0), NOW) == []
@@ -154,5 +167,7 @@ def test_report_status_is_camel_case_with_rfc3339_time() -> None:
         "deletedByCount": 2,
         "skipped": 1,
         "errors": 0,
+        "capped": False,
         "durationSeconds": 1.235,
+        "lastError": None,  # cleared, by the merge patch, after a failed run
     }

@@ -1,0 +1,135 @@
+"""Event retention at scale (issue 22): the operator's run over many Events in a real coreio
+(SQLite, TLS), its peak memory beside a run that holds every listed Event as the operator did
+before (a projection of each, then the selection), each in a process of its own.
+
+    .venv/bin/python -m bench.retention_memory                 # 300,000 Events
+    .venv/bin/python -m bench.retention_memory --events 30000  # a quick look
+
+The Events spread over 50 namespaces with ages up to two hours; the policy is the chart's default
+spec with a 1 h maxAge, a cap of 3,000 per namespace and no cap of deletes per run. The held run
+goes first and deletes nothing; then the streaming run deletes. Peak memory is the process's
+ru_maxrss, beside the operator's limit in the chart (256 Mi).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from apiserver_operator import retention
+from apiserver_operator.kube import KubeClient, resource_path
+from apiserver_operator.spec import EventRetention
+
+from apiserver.cluster.connection import load_kubeconfig
+from apiserver.machinery.objectmeta import format_micro_time
+from apiserver.machinery.types import JSON
+from tests.support.server import start_server
+
+NAMESPACES = 50
+POLICY = EventRetention(max_age="1h", max_per_namespace=3000, max_deletes_per_run=10**7)
+CHART_LIMIT_MIB = 256
+
+
+def _event(index: int, now: datetime) -> JSON:
+    namespace = f"bench-{index % NAMESPACES:02d}"
+    return {
+        "apiVersion": "events.core.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"retention-{index:07d}", "namespace": namespace},
+        "eventTime": format_micro_time(now - timedelta(seconds=(index * 7919) % 7200)),
+        "reportingController": "example.com/bench",
+        "reportingInstance": "bench-1",
+        "action": "Sync",
+        "reason": "Synced",
+        "type": "Warning" if index % 4 == 1 else "Normal",
+        "regarding": {"kind": "Pod", "namespace": namespace, "name": "web-0", "apiVersion": "v1"},
+        "note": "x" * 300,
+    }
+
+
+async def _seed(kubeconfig: Path, count: int) -> float:
+    client = KubeClient(load_kubeconfig(kubeconfig))
+    now, started, pending = datetime.now(UTC), time.monotonic(), iter(range(count))
+
+    async def worker() -> None:
+        for index in pending:
+            body = _event(index, now)
+            await client.create(
+                resource_path("events.core.io/v1", "events", body["metadata"]["namespace"]), body
+            )
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(32)))
+    finally:
+        await client.close()
+    return time.monotonic() - started
+
+
+async def _held(client: KubeClient) -> JSON:
+    """The operator's run before issue 22: every listed Event projected and held, then selected."""
+    limits, now, entries, examined = retention._Limits.of(POLICY), datetime.now(UTC), [], 0
+    async for page in client.list_pages(retention.EVENTS_PATH, {"limit": str(retention.PAGE_SIZE)}):
+        items = page.get("items") or []
+        examined += len(items)
+        entries += [e for e in (retention._project(i, limits, now) for i in items) if e is not None]
+    victims = retention._select(entries, limits, now)
+    return {"examined": examined, "selected": len(victims)}
+
+
+async def _child(mode: str, kubeconfig: Path) -> None:
+    client = KubeClient(load_kubeconfig(kubeconfig))
+    started = time.monotonic()
+    try:
+        if mode == "held":
+            result = await _held(client)
+        else:
+            report = await retention.collect_events(client, POLICY)
+            result = {"examined": report.examined, "selected": report.deleted + report.skipped}
+    finally:
+        await client.close()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(result))
+
+
+def _measure(mode: str, kubeconfig: Path) -> JSON:
+    argv = [sys.executable, "-m", "bench.retention_memory", "--child", mode, "--kubeconfig", str(kubeconfig)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=3600)
+    measured: JSON = json.loads(done.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--child", choices=["held", "streaming"], help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        asyncio.run(_child(args.child, args.kubeconfig))
+        return
+    server = start_server(Path(tempfile.mkdtemp(prefix="coreio-retention-bench-")), ["--event-ttl=24h"])
+    try:
+        seeded = asyncio.run(_seed(server.kubeconfig, args.events))
+        print(f"seeded {args.events:,} Events in {seeded:.0f}s")
+        held, streaming = _measure("held", server.kubeconfig), _measure("streaming", server.kubeconfig)
+    finally:
+        server.stop()
+    print(f"\n{'run':<34}{'examined':>10}{'selected':>10}{'seconds':>9}{'peak MiB':>10}")
+    for name, row in (("held (before issue 22)", held), ("streaming (now)", streaming)):
+        print(
+            f"{name:<34}{row['examined']:>10,}{row['selected']:>10,}{row['seconds']:>9}{row['peak_mib']:>10}"
+        )
+    print(f"the chart's memory limit for the operator: {CHART_LIMIT_MIB} MiB")
+
+
+if __name__ == "__main__":
+    main()
