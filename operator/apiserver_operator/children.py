@@ -23,7 +23,6 @@ API_GROUPS = ("rbac.authorization.core.io", "events.core.io")
 APISERVICE_NAMES = tuple(f"v1.{group}" for group in API_GROUPS)
 OWNER_ANNOTATION = f"{GROUP}/installation"
 MANAGED_BY = "coreio-operator"
-CONTAINER_PORT = 8443
 SERVICE_PORT = 443
 # Where the API server's pods find what the operator gives them (the image's defaults agree).
 SERVING_DIR = "/var/run/secrets/coreio/serving"
@@ -194,10 +193,12 @@ def rbac(inst: Installation) -> list[JSON]:
 
 
 def service(inst: Installation) -> JSON:
+    meta = _meta(inst, inst.name, inst.namespace)
+    meta["annotations"] = {**inst.spec.service.annotations, **meta["annotations"]}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(inst, inst.name, inst.namespace),
+        "metadata": meta,
         "spec": {
             "type": "ClusterIP",
             "selector": selector(inst),
@@ -278,7 +279,7 @@ def server_args(inst: Installation) -> list[str]:
     pod's in-cluster credentials (the server's default when it runs in a pod)."""
     args = [
         "--bind-address=0.0.0.0",
-        f"--secure-port={CONTAINER_PORT}",
+        f"--secure-port={inst.spec.pod.port}",
         f"--data-dir={DATA_DIR}",
         f"--tls-cert-file={SERVING_DIR}/tls.crt",
         f"--tls-private-key-file={SERVING_DIR}/tls.key",
@@ -331,7 +332,7 @@ def _container(inst: Installation, mounts: list[JSON]) -> JSON:
         "imagePullPolicy": inst.spec.image_pull_policy,
         "command": ["coreio-apiserver"],
         "args": server_args(inst),
-        "ports": [{"name": "https", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "https", "containerPort": inst.spec.pod.port, "protocol": "TCP"}],
         "livenessProbe": _probe("/livez", 10, 6),
         "readinessProbe": _probe("/readyz", 5, 3),
         "startupProbe": _probe("/livez", 2, 30),
@@ -345,11 +346,47 @@ def _container(inst: Installation, mounts: list[JSON]) -> JSON:
     }
 
 
+def _spread(inst: Installation) -> list[JSON]:
+    if inst.spec.pod.topology_spread_constraints:
+        return list(inst.spec.pod.topology_spread_constraints)
+    if inst.spec.replicas <= 1:
+        return []
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector(inst)},
+        }
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    ]
+
+
+def _pod_settings(inst: Installation) -> JSON:
+    """The spec's pod settings, only those set (so that the Deployment stays as short as it was)."""
+    pod = inst.spec.pod
+    dns_policy = pod.dns_policy or ("ClusterFirstWithHostNet" if pod.host_network else "")
+    settings: JSON = {
+        "nodeSelector": dict(pod.node_selector),
+        "tolerations": list(pod.tolerations),
+        "affinity": dict(pod.affinity),
+        "priorityClassName": pod.priority_class_name,
+        "imagePullSecrets": [dict(secret) for secret in pod.image_pull_secrets],
+        "hostNetwork": pod.host_network,
+        "dnsPolicy": dns_policy,
+        "topologySpreadConstraints": _spread(inst),
+    }
+    return {key: value for key, value in settings.items() if value}
+
+
 def _pod_spec(inst: Installation) -> JSON:
     volumes, mounts = _volumes(inst)
-    spec: JSON = {
+    security = inst.spec.pod.security_context
+    return {
         "serviceAccountName": inst.name,
-        "securityContext": {
+        "securityContext": dict(security)
+        if security is not None
+        else {
             "runAsNonRoot": True,
             "runAsUser": RUN_AS,
             "runAsGroup": RUN_AS,
@@ -358,18 +395,15 @@ def _pod_spec(inst: Installation) -> JSON:
         },
         "containers": [_container(inst, mounts)],
         "volumes": volumes,
+        **_pod_settings(inst),
     }
-    if inst.spec.replicas > 1:
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": selector(inst)},
-            }
-            for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
-        ]
-    return spec
+
+
+def _pod_metadata(inst: Installation) -> JSON:
+    metadata: JSON = {"labels": {**inst.spec.pod.labels, **labels(inst)}}  # the operator's win
+    if inst.spec.pod.annotations:
+        metadata["annotations"] = dict(inst.spec.pod.annotations)
+    return metadata
 
 
 def deployment(inst: Installation) -> JSON:
@@ -388,6 +422,6 @@ def deployment(inst: Installation) -> JSON:
             "replicas": inst.spec.replicas,
             "selector": {"matchLabels": selector(inst)},
             "strategy": strategy,
-            "template": {"metadata": {"labels": labels(inst)}, "spec": _pod_spec(inst)},
+            "template": {"metadata": _pod_metadata(inst), "spec": _pod_spec(inst)},
         },
     }

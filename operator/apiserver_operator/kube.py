@@ -125,10 +125,20 @@ class KubeClient:
             raise
 
     async def list_pages(self, path: str, params: Mapping[str, str] | None = None) -> AsyncIterator[JSON]:
-        """Each page of a paged list (`limit`/`continue`), as upstream's pager walks it."""
+        """Each page of a paged list (`limit`/`continue`). A walk that outlives its snapshot (the
+        storage compacted it: 410 Expired) goes on with the token the 410 carries, an inconsistent
+        rest as the API offers it, rather than failing after minutes of work (client-go's pager
+        starts over instead; a walk of hundreds of thousands could then never end)."""
         query = dict(params or {})
         while True:
-            page = await self.get(path, query)
+            try:
+                page = await self.get(path, query)
+            except ApiError as exc:
+                token = exc.body.get("metadata", {}).get("continue") if exc.status == 410 else None
+                if not token or "continue" not in query:
+                    raise
+                query["continue"] = str(token)
+                continue
             yield page
             token = page.get("metadata", {}).get("continue")
             if not token:

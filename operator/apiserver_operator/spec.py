@@ -112,6 +112,36 @@ class Resources(_Model):
     limits: dict[str, str] = {"memory": "512Mi"}
 
 
+class PodSettings(_Model):
+    """What real clusters set on the API server's pods, as the charts of metrics-server,
+    prometheus-adapter and cert-manager let them."""
+
+    node_selector: dict[str, str] = {}
+    tolerations: list[JSON] = []
+    affinity: JSON = {}
+    # Given, it replaces the default spread (zone, then host; ScheduleAnyway) of two or more replicas.
+    topology_spread_constraints: list[JSON] = []
+    # None by default, as cert-manager's and prometheus-adapter's charts: system-cluster-critical
+    # (metrics-server's, in kube-system) is refused outside kube-system where a cluster limits it
+    # by quota (GKE does), which would leave the pods uncreated.
+    priority_class_name: str = ""
+    image_pull_secrets: list[dict[str, str]] = []
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    # Given, it replaces the pod's securityContext (runAsUser 65532 and the rest): OpenShift's
+    # restricted-v2 assigns the uid itself.
+    security_context: JSON | None = None
+    dns_policy: Literal["", "ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"] = ""
+    # Where the control plane cannot reach pod addresses (EKS with a custom CNI, GKE private
+    # clusters): the pods serve on their node's address, on `port`.
+    host_network: bool = False
+    port: int = Field(default=8443, ge=1024, le=65535)
+
+
+class ServiceSettings(_Model):
+    annotations: dict[str, str] = {}
+
+
 class InstallationSpec(_Model):
     # Empty: the operator's --default-image (the chart passes its own image, so that an upgrade of
     # the chart moves both; a default in the CRD would stay behind, since Helm never upgrades CRDs).
@@ -124,6 +154,8 @@ class InstallationSpec(_Model):
     event_retention: EventRetention = EventRetention()
     api_service: APIServiceSettings = APIServiceSettings()
     resources: Resources = Resources()
+    pod: PodSettings = PodSettings()
+    service: ServiceSettings = ServiceSettings()
     # Extra flags for coreio-apiserver (e.g. `--event-ttl=2h`), after the operator's own.
     extra_args: list[str] = []
 

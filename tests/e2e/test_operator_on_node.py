@@ -24,7 +24,7 @@ from cryptography import x509
 
 from apiserver.machinery.types import JSON
 from tests.support.kubectl import Kubectl
-from tests.support.node import NODE_ETCD_URL
+from tests.support.node import NODE_ETCD_URL, NODE_IP, NODE_NAME
 from tests.support.node_install import (
     APISERVICES,
     CLUSTER_CHILDREN,
@@ -233,6 +233,56 @@ def test_drift_is_repaired(on_node: OnNode) -> None:
         "serving again", lambda: on_node.aggregated_ok() and len(on_node.ready_pods("apiserver")) == 1, 180
     )
     on_node.timed("drift: serving again", started)
+
+
+POD_SETTINGS: JSON = {
+    "pod": {
+        "hostNetwork": True,
+        "port": 9443,
+        "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        "priorityClassName": "system-cluster-critical",
+        # Named, not present: the kubelet pulls nothing (the image is on the node) and goes on.
+        "imagePullSecrets": [{"name": "regcred"}],
+        "annotations": {"example.com/team": "platform"},
+        "labels": {"team": "platform"},
+    },
+    "service": {"annotations": {"example.com/lb": "internal"}},
+}
+
+
+def test_pod_settings_reach_the_running_pod(on_node: OnNode) -> None:
+    """The knobs real clusters need, on a real pod: on the node's network (where a control plane
+    cannot reach pod addresses) on port 9443, placed and prioritised as asked; the aggregator
+    reaches it through its Service all the same. Then back to the default shape."""
+    run = on_node.cluster.run
+    run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps({"spec": POD_SETTINGS}))
+    started = time.monotonic()
+
+    def on_the_nodes_network() -> bool:
+        pods = on_node.ready_pods("apiserver")
+        return len(pods) == 1 and pods[0]["spec"].get("hostNetwork") is True and on_node.aggregated_ok()
+
+    wait_for("serving from the node's network", on_the_nodes_network, timeout=180, every=1)
+    on_node.timed("pod settings: serving again from the node's network", started)
+    pod = on_node.apiserver_pod()
+    assert pod["status"]["podIP"] == NODE_IP
+    assert pod["spec"]["containers"][0]["ports"][0]["containerPort"] == 9443
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical" and pod["spec"]["priority"] > 10**9
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": NODE_NAME}
+    assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["metadata"]["annotations"]["example.com/team"] == "platform"
+    assert pod["metadata"]["labels"]["team"] == "platform"
+    service = on_node.get("service", "coreio", "-n", NS)
+    assert service is not None and service["metadata"]["annotations"]["example.com/lb"] == "internal"
+    back = {"spec": {"pod": None, "service": None}}
+    run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(back))
+
+    def back_on_the_pod_network() -> bool:
+        pods = on_node.ready_pods("apiserver")
+        return len(pods) == 1 and not pods[0]["spec"].get("hostNetwork") and on_node.aggregated_ok()
+
+    wait_for("serving from the pod network again", back_on_the_pod_network, timeout=180, every=1)
 
 
 def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> None:

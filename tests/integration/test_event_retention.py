@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import pytest
 from apiserver_operator import metrics
-from apiserver_operator.kube import KubeClient, resource_path
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.retention import (
     EVENTS_PATH,
     MAX_ERRORS,
@@ -368,3 +368,41 @@ async def test_unreachable_server_is_an_error_run() -> None:
     # It gives up after MAX_ERRORS failures (plus those already in flight) instead of trying them all.
     assert MAX_ERRORS <= report.errors < MAX_ERRORS + 4
     assert report.deleted == report.skipped == 0
+
+
+# ----------------------------------------------------------------------------- past its snapshot
+
+
+async def test_a_run_longer_than_its_snapshot_goes_on(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The storage compacts while a run walks its pages (every second here; five minutes by
+    default, which a run over hundreds of thousands of Events outlasts): the 410 on the next page
+    carries a token to go on with, and the run uses it instead of failing after its work so far."""
+    server = start_server(tmp_path_factory.mktemp("compacting"), ["--etcd-compaction-interval=1s"])
+    kube = KubeClient(load_kubeconfig(server.kubeconfig))
+    try:
+        now = datetime.now(UTC)
+        specs = [
+            Spec("gc-compacted", f"c-{i:04d}", timedelta(hours=2), False, False, False) for i in range(300)
+        ]
+        await create_all(kube, [spec.body(now) for spec in specs])
+        pages, expired = 0, False
+        async for page in kube.list_pages(
+            resource_path(API_VERSION, "events", "gc-compacted"), {"limit": "100"}
+        ):
+            pages += 1
+            if pages == 1:
+                # A write after the snapshot, then a compaction past it.
+                await create_all(
+                    kube, [Spec("gc-compacted", "late", timedelta(0), False, False, False).body(now)]
+                )
+                await asyncio.sleep(2.5)
+                probe = {"limit": "100", "continue": str(page["metadata"]["continue"])}
+                with pytest.raises(ApiError) as gone:
+                    await kube.get(resource_path(API_VERSION, "events", "gc-compacted"), probe)
+                expired = gone.value.status == 410
+        assert expired and pages >= 3
+        report = await collect_events(kube, EventRetention(max_age="1h"), now)
+        assert report.deleted_by_age == 300 and report.errors == 0
+    finally:
+        await kube.close()
+        server.stop()

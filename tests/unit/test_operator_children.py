@@ -279,3 +279,57 @@ async def test_the_access_reviewer_comes_and_goes_with_the_installation() -> Non
     removed = await reconcile.remove_children(cluster, inst)
     assert {f"ClusterRole {ACCESS_REVIEWER}", f"ClusterRoleBinding {ACCESS_REVIEWER}"} <= set(removed)
     assert not paths & set(cluster.objects)
+
+
+POD_SETTINGS: JSON = {
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    },
+    "priorityClassName": "system-cluster-critical",
+    "imagePullSecrets": [{"name": "regcred"}],
+    "annotations": {"example.com/team": "platform"},
+    "labels": {"team": "platform", "app.kubernetes.io/instance": "not-the-operators"},
+    "securityContext": {"runAsNonRoot": True},
+    "hostNetwork": True,
+    "port": 9443,
+}
+
+
+def test_pod_settings_reach_the_deployment_and_the_service() -> None:
+    inst = _installation({"pod": POD_SETTINGS, "service": {"annotations": {"example.com/lb": "internal"}}})
+    template = children.deployment(inst)["spec"]["template"]
+    pod = template["spec"]
+    for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName", "imagePullSecrets"):
+        assert pod[key] == POD_SETTINGS[key], key
+    assert pod["securityContext"] == {"runAsNonRoot": True}
+    # On the node's network: its DNS policy follows, and the server listens on the port asked.
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    container = pod["containers"][0]
+    assert container["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
+    assert "--secure-port=9443" in container["args"]
+    assert template["metadata"]["annotations"] == {"example.com/team": "platform"}
+    assert template["metadata"]["labels"]["team"] == "platform"
+    assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "coreio"  # the selector's
+    service = children.service(inst)
+    assert service["metadata"]["annotations"]["example.com/lb"] == "internal"
+    assert service["metadata"]["annotations"][children.OWNER_ANNOTATION] == inst.owner
+    assert service["spec"]["ports"][0]["targetPort"] == "https"
+
+
+def test_given_spread_constraints_replace_the_default_spread() -> None:
+    spread = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    etcd = {"type": "etcd", "etcd": {"endpoints": ["https://etcd:2379"]}}
+    default = children.deployment(_installation({"replicas": 3, "storage": etcd}))["spec"]["template"]["spec"]
+    assert [c["topologyKey"] for c in default["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    ]
+    given = _installation({"replicas": 3, "storage": etcd, "pod": {"topologySpreadConstraints": spread}})
+    assert children.deployment(given)["spec"]["template"]["spec"]["topologySpreadConstraints"] == spread
+
+
+def test_no_pod_settings_leave_the_pod_as_it_was() -> None:
+    pod = children.deployment(_installation({}))["spec"]["template"]["spec"]
+    assert set(pod) == {"serviceAccountName", "securityContext", "containers", "volumes"}
