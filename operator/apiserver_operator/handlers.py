@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION, parse_spec
 
 MAX_GC_BACKOFF = 600.0
+TICK_SECONDS = 5.0
 GC_WAIT = 5.0  # before coreio is Available, and the first wait after a failed run
 UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
@@ -72,9 +74,12 @@ def _client(memo: kopf.Memo) -> KubeClient:
     return client
 
 
-async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger) -> None:
+async def _reconcile(
+    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, interval: float
+) -> None:
     """Reconciles; notes in the memo whether coreio answers through the aggregation layer (the
-    Event GC waits for it)."""
+    Event GC waits for it) and when the next reconciliation is due: after `interval`, or sooner
+    when a certificate step falls due before that."""
     obj: JSON = dict(body)
     now = _now()
     async with _lock(memo):
@@ -88,6 +93,7 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger
                 kopf.warn(body, reason=refusal.reason, message=refusal.message)
                 memo["refused"] = refusal.message
             patch["status"] = status.refused(obj, refusal, now)
+            memo["reconcile_due"] = time.monotonic() + interval
             return
         except UNREACHABLE as exc:
             metrics.RECONCILE_TOTAL.labels(result="error").inc()
@@ -100,6 +106,13 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger
         logger.info(action)
     patch["status"] = status.reconciled(obj, outcome, now)
     memo["available"] = outcome.available[0] == "True"
+    memo["reconcile_due"] = time.monotonic() + _until_next(outcome, now, interval)
+
+
+def _until_next(outcome: reconcile.Outcome, now: datetime.datetime, interval: float) -> float:
+    if outcome.certificates is None:
+        return interval
+    return max(0.0, min(interval, (outcome.certificates.next_due - now).total_seconds()))
 
 
 async def _patch_retention_status(memo: kopf.Memo, body: kopf.Body, retention_status: JSON) -> None:
@@ -158,13 +171,16 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     async def changed(
         body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
     ) -> None:
-        await _reconcile(body, patch, memo, logger)
+        await _reconcile(body, patch, memo, logger, config.reconcile_interval)
 
-    @kopf.timer(*resource, interval=config.reconcile_interval, registry=registry)
+    # The timer looks every few seconds whether a reconciliation is due (`_reconcile` says when),
+    # so that a certificate renewal or rollover step due before the next interval is not late.
+    @kopf.timer(*resource, interval=min(config.reconcile_interval, TICK_SECONDS), registry=registry)
     async def tick(
         body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
     ) -> None:
-        await _reconcile(body, patch, memo, logger)
+        if time.monotonic() >= float(memo.get("reconcile_due", 0.0)):
+            await _reconcile(body, patch, memo, logger, config.reconcile_interval)
 
     # Beside reconciliation, never inside it: a long run after a flood of Events must not delay
     # certificate renewal or drift repair.
