@@ -74,6 +74,11 @@ def _client(memo: kopf.Memo) -> KubeClient:
     return client
 
 
+def _default_image(memo: kopf.Memo) -> str:
+    """The operator's --default-image, for an Installation whose spec names none."""
+    return str(memo.get("default_image", ""))
+
+
 async def _reconcile(
     body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, interval: float
 ) -> None:
@@ -86,7 +91,7 @@ async def _reconcile(
         if memo.get("deleting") or body.get("metadata", {}).get("deletionTimestamp"):
             return  # a tick that fired before the deletion must not recreate children
         try:
-            outcome = await reconcile.reconcile(_client(memo), obj, now, str(memo.get("default_image", "")))
+            outcome = await reconcile.reconcile(_client(memo), obj, now, _default_image(memo))
         except reconcile.Refused as refusal:
             metrics.RECONCILE_TOTAL.labels(result="refused").inc()
             if memo.get("refused") != refusal.message:
@@ -194,7 +199,7 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     @kopf.on.delete(*resource, registry=registry)
     async def deleted(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         try:
-            inst = reconcile.installation(dict(body), str(memo.get("default_image", "")))
+            inst = reconcile.installation(dict(body), _default_image(memo))
         except reconcile.Refused:
             # A spec refused now may have served before (a working SQLite install scaled to three):
             # its children are found by namespace, name and owner alone.

@@ -18,6 +18,14 @@
 coreio-operator
 {{- end -}}
 
+{{/*
+The namespaces the operator manages, comma-separated: the release namespace and
+operator.watchNamespaces. Its --namespace flags, its RoleBindings and NOTES all use this one list.
+*/}}
+{{- define "coreio.managedNamespaces" -}}
+{{- uniq (prepend .Values.operator.watchNamespaces .Release.Namespace) | join "," -}}
+{{- end -}}
+
 {{- define "coreio.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
