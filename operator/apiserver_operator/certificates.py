@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime
 import random
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ from typing import Any, Literal
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from apiserver import pki
 from apiserver.machinery.types import JSON
@@ -110,16 +112,20 @@ class CertificatePlan:
     next_due: datetime.datetime
     # Rollover steps due by the clock but held back by what was observed (for the log).
     waiting: tuple[str, ...] = ()
+    # "operator": issued and renewed here; "secret": from spec.certificates.secretName (whose
+    # renewal times here are its ends: the operator renews nothing).
+    source: Literal["operator", "secret"] = "operator"
 
     def status(self) -> dict[str, Any]:
         """For the Installation's `status.certificates`."""
-        return {
+        status: dict[str, Any] = {
             "caNotAfter": format_time(self.ca_not_after),
-            "caRenewAfter": format_time(self.ca_renew_after),
             "servingNotAfter": format_time(self.serving_not_after),
-            "servingRenewAfter": format_time(self.serving_renew_after),
-            "rollover": self.rollover,
         }
+        if self.source == "operator":  # the user's issuer renews theirs, when it will
+            status["caRenewAfter"] = format_time(self.ca_renew_after)
+            status["servingRenewAfter"] = format_time(self.serving_renew_after)
+        return status | {"rollover": self.rollover, "source": self.source}
 
 
 def plan_certificates(
@@ -144,6 +150,61 @@ def plan_certificates(
     run.advance_rollover(ca)
     serving = run.serving(ca.current, *_contents(serving_secret), names)
     return run.plan(ca, serving, ca_secret, serving_secret)
+
+
+def chain_error(
+    chain: Sequence[x509.Certificate], cas: Sequence[x509.Certificate], host: str, now: datetime.datetime
+) -> str:
+    """Why `chain` (a leaf, then intermediates) fails verification for `host` at `now` up to one of
+    `cas`, as the aggregator verifies it (cryptography's X.509 verifier builds the path and checks
+    the names as Go's crypto/x509 does); "" when it verifies."""
+    if not cas:
+        return "no CA to verify with"
+    verifier = PolicyBuilder().store(Store(list(cas))).time(now).build_server_verifier(x509.DNSName(host))
+    try:
+        verifier.verify(chain[0], list(chain[1:]))
+    except VerificationError as exc:
+        return str(exc)
+    return ""
+
+
+def serving_chain(plan: CertificatePlan) -> list[x509.Certificate]:
+    return _certificates(base64.b64decode(plan.serving_data[TLS_CERT]))
+
+
+def trusted_everywhere(
+    plan: CertificatePlan, bundles: Sequence[bytes], host: str, now: datetime.datetime
+) -> bool:
+    """Whether every bundle as read (each APIService's) already verifies the plan's serving chain:
+    only then may the pods be given it."""
+    chain = serving_chain(plan)
+    return bool(bundles) and all(not chain_error(chain, _certificates(b), host, now) for b in bundles)
+
+
+def keep_served(
+    plan: CertificatePlan, observed: Observed, stored: Sequence[x509.Certificate]
+) -> CertificatePlan:
+    """The plan, its bundle extended by each CA the APIServices trusted as read that signed a
+    certificate the pods still present (`observed.served`) or were last given (`stored`): moving
+    from or to certificates the user brings, or to a new CA of theirs, must not leave the
+    aggregator without trust while the pods catch up."""
+    planned = _certificates(plan.ca_bundle)
+    leaves = [*observed.served, *stored]
+    kept: list[x509.Certificate] = []
+    for bundle in observed.bundles:
+        for ca in _certificates(bundle):
+            if ca not in planned and ca not in kept and any(pki.is_signed_by(leaf, ca) for leaf in leaves):
+                kept.append(ca)
+    if not kept:
+        return plan
+    return dataclasses.replace(plan, ca_bundle=plan.ca_bundle + b"".join(_pem(ca) for ca in kept))
+
+
+def dropped_from(plan: CertificatePlan, bundles: Sequence[bytes]) -> bool:
+    """True when a CA of the bundles as read is not in the plan's (then `keep_served` needs to know
+    what the pods present)."""
+    planned = _certificates(plan.ca_bundle)
+    return any(ca not in planned for bundle in bundles for ca in _certificates(bundle))
 
 
 # --- time ---------------------------------------------------------------------------------------

@@ -120,6 +120,23 @@ def _until_next(outcome: reconcile.Outcome, now: datetime.datetime, interval: fl
     return max(0.0, min(interval, (outcome.certificates.next_due - now).total_seconds()))
 
 
+async def _given_secret_changed(body: kopf.Body, memo: kopf.Memo) -> bool:
+    """Whether the Secret the user brings (spec.certificates.secretName) changed since the last
+    tick: its new certificates (or a new CA) reach the caBundle within a tick, not an interval."""
+    certificates = dict(body.get("spec", {})).get("certificates") or {}
+    name = str(certificates.get("secretName") or "")
+    if not name:
+        return False
+    path = resource_path("v1", "secrets", str(body.get("metadata", {}).get("namespace", "")), name)
+    try:
+        secret = await _client(memo).get_or_none(path)
+    except UNREACHABLE:
+        return False  # the reconciliation reports it
+    version = (secret or {}).get("metadata", {}).get("resourceVersion")
+    seen, memo["given_version"] = memo.get("given_version", version), version
+    return bool(seen != version)
+
+
 async def _patch_retention_status(memo: kopf.Memo, body: kopf.Body, retention_status: JSON) -> None:
     meta = body.get("metadata", {})
     path = resource_path(f"{GROUP}/{VERSION}", PLURAL, meta.get("namespace", ""), meta.get("name", ""))
@@ -184,7 +201,8 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     async def tick(
         body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger, **_: Any
     ) -> None:
-        if time.monotonic() >= float(memo.get("reconcile_due", 0.0)):
+        changed = await _given_secret_changed(body, memo)
+        if changed or time.monotonic() >= float(memo.get("reconcile_due", 0.0)):
             await _reconcile(body, patch, memo, logger, config.reconcile_interval)
 
     # Beside reconciliation, never inside it: a long run after a flood of Events must not delay

@@ -7,7 +7,9 @@ Everything here is a plain async function over `KubeClient`; the kopf handlers o
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
+import dataclasses
 import datetime
 import logging
 import random
@@ -20,8 +22,18 @@ from kubernetes.utils.quantity import parse_quantity  # the client's parser of r
 from pydantic import ValidationError
 
 from apiserver.machinery.types import JSON
-from apiserver_operator import children, metrics, probe
-from apiserver_operator.certificates import PREVIOUS_CA_CERT, CertificatePlan, Observed, plan_certificates
+from apiserver_operator import children, given, metrics, probe
+from apiserver_operator.certificates import (
+    PREVIOUS_CA_CERT,
+    SERVING_DATA_KEYS,
+    TLS_CERT,
+    CertificatePlan,
+    Observed,
+    dropped_from,
+    keep_served,
+    plan_certificates,
+    trusted_everywhere,
+)
 from apiserver_operator.children import OWNER_ANNOTATION, Installation
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import InstallationSpec, parse_spec
@@ -88,6 +100,12 @@ def installation(body: JSON, default_image: str = "") -> Installation:
             "SQLiteSingleReplica",
             f"embedded SQLite allows one replica only, {spec.replicas} asked: use etcd storage for more",
         )
+    if spec.certificates.secret_name in (f"{name}-ca", f"{name}-serving"):
+        raise Refused(
+            "InvalidSpec",
+            f"spec.certificates.secretName {spec.certificates.secret_name!r} is a Secret the operator"
+            " writes itself: name your own otherwise",
+        )
     if not spec.image:
         if not default_image:
             raise Refused("ImageNotSet", "spec.image is not set, and the operator has no --default-image")
@@ -136,13 +154,27 @@ async def observe(
     return Observed(bundles, served)
 
 
-async def certificates(
+@dataclass(frozen=True)
+class _Read:
+    """What one reconciliation read for the certificates: the plan, what the cluster holds, and
+    the serving Secret the pods mount, as stored."""
+
+    plan: CertificatePlan
+    observed: Observed
+    serving: JSON | None
+
+
+async def _serving_secret(client: KubeClient, inst: Installation) -> JSON | None:
+    return await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.serving_secret))
+
+
+async def issued_certificates(
     client: KubeClient, inst: Installation, now: datetime.datetime, apiservices: Sequence[JSON | None]
-) -> CertificatePlan:
-    """Renews what is due, with rollover steps gated on what the cluster holds (`apiservices` as
-    `claim_cluster` read them), and writes both Secrets."""
+) -> _Read:
+    """The operator's own: renews what is due, with rollover steps gated on what the cluster holds,
+    and writes the CA Secret."""
     ca = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.ca_secret))
-    serving = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, inst.serving_secret))
+    serving = await _serving_secret(client, inst)
     in_grace = PREVIOUS_CA_CERT in ((ca or {}).get("data") or {})
     observed = await observe(client, inst, apiservices, probe_pods=in_grace)
     plan = plan_certificates(
@@ -156,11 +188,75 @@ async def certificates(
     )
     for reason in plan.waiting:
         log.info("Installation %s: %s", inst.owner, reason)
-    ca_secret = children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)
-    serving_secret = children.secret(
-        inst, inst.serving_secret, "kubernetes.io/tls", plan.serving_data, plan.serving_annotations
+    await client.apply(
+        path_of(
+            ca_secret := children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)
+        ),
+        ca_secret,
     )
-    await apply_all(client, [ca_secret, serving_secret])
+    return _Read(plan, observed, serving)
+
+
+async def given_certificates(
+    client: KubeClient, inst: Installation, now: datetime.datetime, apiservices: Sequence[JSON | None]
+) -> _Read:
+    """The user's Secret (spec.certificates.secretName), verified as the aggregator will; Refused
+    (nothing touched) when it is missing or would not be trusted."""
+    name = inst.spec.certificates.secret_name
+    secret = await client.get_or_none(resource_path("v1", "secrets", inst.namespace, name))
+    try:
+        plan = given.plan_given(secret, name, inst.service_host, now)
+    except given.GivenSecretInvalid as exc:
+        raise Refused(exc.reason, exc.message) from None
+    serving = await _serving_secret(client, inst)
+    if _stored_data(serving) != plan.serving_data:
+        plan = dataclasses.replace(plan, actions=[f"took serving certificate from Secret {name}"])
+    return _Read(plan, await observe(client, inst, apiservices, probe_pods=False), serving)
+
+
+def _stored_data(secret: JSON | None) -> dict[str, str]:
+    data = (secret or {}).get("data") or {}
+    return {key: value for key, value in data.items() if key in SERVING_DATA_KEYS}
+
+
+def _stored_leaves(secret: JSON | None) -> list[x509.Certificate]:
+    with contextlib.suppress(ValueError, binascii.Error):
+        return x509.load_pem_x509_certificates(base64.b64decode(_stored_data(secret).get(TLS_CERT, "")))
+    return []
+
+
+async def _keep_served(
+    client: KubeClient, inst: Installation, read: _Read, apiservices: Sequence[JSON | None]
+) -> CertificatePlan:
+    observed = read.observed
+    if not dropped_from(read.plan, observed.bundles):
+        return read.plan
+    if not observed.served:
+        observed = await observe(client, inst, apiservices, probe_pods=True)
+    return keep_served(read.plan, observed, _stored_leaves(read.serving))
+
+
+async def certificates(
+    client: KubeClient, inst: Installation, now: datetime.datetime, apiservices: Sequence[JSON | None]
+) -> CertificatePlan:
+    """The certificates' plan (`apiservices` as `claim_cluster` read them), then the APIServices
+    with its bundle and any CA the pods still present a certificate of. The serving Secret the pods
+    mount is written only once every APIService as read verifies it; until then the next
+    reconciliation is due at once."""
+    source = given_certificates if inst.spec.certificates.secret_name else issued_certificates
+    read = await source(client, inst, now, apiservices)
+    plan = await _keep_served(client, inst, read, apiservices)
+    changed = _stored_data(read.serving) != plan.serving_data
+    if not changed or trusted_everywhere(plan, read.observed.bundles, inst.service_host, now):
+        serving = children.secret(
+            inst, inst.serving_secret, "kubernetes.io/tls", plan.serving_data, plan.serving_annotations
+        )
+        await client.apply(path_of(serving), serving)
+    else:
+        log.info(
+            "Installation %s: the new serving certificate waits until every caBundle trusts it", inst.owner
+        )
+        plan = dataclasses.replace(plan, next_due=now)
     expiration = metrics.CERTIFICATE_EXPIRATION
     expiration.labels(inst.owner, "ca").set(plan.ca_not_after.timestamp())
     expiration.labels(inst.owner, "serving").set(plan.serving_not_after.timestamp())

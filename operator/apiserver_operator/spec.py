@@ -63,6 +63,9 @@ class Certificates(_Model):
     renew_at_percent: int = Field(default=67, ge=10, le=95)
     # How long the old CA stays in caBundle after the serving certificate moved to the new one.
     ca_grace_period: str = "10m"
+    # Given, the operator issues nothing: the pods serve this Secret of the Installation's namespace
+    # (tls.crt, tls.key and ca.crt, as cert-manager writes), and ca.crt is the caBundle.
+    secret_name: str = Field(default="", max_length=253, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$")
 
     _check = field_validator("ca_lifetime", "serving_lifetime", "ca_grace_period")(_duration)
 

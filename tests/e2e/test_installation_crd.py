@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apiserver.machinery.types import JSON
+from tests.support import gobuild
+from tests.support.cert_manager_crds import cert_manager_crds
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 
 pytestmark = pytest.mark.e2e
@@ -125,3 +128,35 @@ def test_scaling_an_sqlite_installation_is_refused_too(plane: ControlPlane) -> N
     )  # fmt: skip
     assert patched.returncode != 0 and "embedded SQLite allows one replica only" in patched.stderr
     plane.run("delete", "installation", "scaled", "-n", "default")
+
+
+RECIPE = ROOT / "docs" / "cert-manager.yaml"
+
+
+def test_the_cert_manager_recipe_fits_cert_managers_schemas_and_the_installation(plane: ControlPlane) -> None:
+    """docs/cert-manager.yaml against cert-manager's own CRDs (its release's, from the Go module
+    proxy): kube-apiserver accepts every object with strict field validation, refuses a misspelt
+    field the same way, and the Certificate names what the operator verifies (the Service of the
+    chart's default Installation) and a Secret the Installation's spec accepts."""
+    try:
+        crds = cert_manager_crds()
+    except gobuild.GoUnavailable as exc:
+        pytest.skip(str(exc))
+    plane.apply(*crds)
+    for crd in crds:
+        plane.run("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    plane.run("create", "namespace", "coreio-system")
+    done = plane.run("apply", "--dry-run=server", "-f", str(RECIPE), check=False)
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(RECIPE.read_text()))
+    assert {o["kind"] for o in objects} == {"Issuer", "Certificate"}
+    serving = next(o for o in objects if o["kind"] == "Certificate" and not o["spec"].get("isCA"))
+    misspelt = {**serving, "spec": {**serving["spec"], "dnsName": serving["spec"]["dnsNames"]}}
+    refused = plane.run("apply", "--dry-run=server", "-f", "-", input=json.dumps(misspelt), check=False)
+    assert refused.returncode != 0 and 'unknown field "spec.dnsName"' in refused.stderr
+    assert "coreio.coreio-system.svc" in serving["spec"]["dnsNames"]
+    installation = _installation("coreio", {"certificates": {"secretName": serving["spec"]["secretName"]}})
+    installation["metadata"]["namespace"] = "coreio-system"
+    code, stderr = _create(plane, installation)
+    assert code == 0, stderr
+    plane.run("delete", "namespace", "coreio-system", "--wait=false")

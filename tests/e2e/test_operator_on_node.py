@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 from cryptography import x509
 
+from apiserver import pki
 from apiserver.machinery.types import JSON
 from tests.support.kubectl import Kubectl
 from tests.support.node import NODE_ETCD_URL, NODE_IP, NODE_NAME
@@ -35,7 +37,7 @@ from tests.support.node_install import (
     OnNode,
     node_with_the_image,
 )
-from tests.support.traffic import wait_for
+from tests.support.traffic import AggregatedTraffic, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
@@ -475,6 +477,99 @@ def test_sqlite_with_two_replicas_is_refused(on_node: OnNode) -> None:
 
 def _scale_operator(on_node: OnNode, replicas: int) -> None:
     on_node.cluster.run("scale", "deployment", OPERATOR, "-n", NS, f"--replicas={replicas}")
+
+
+def _own_secret(name: str, ca: pki.KeyPair, hosts: list[str]) -> JSON:
+    """A Secret as cert-manager writes one for a Certificate: kubernetes.io/tls with ca.crt."""
+    leaf = pki.issue_serving_certificate(ca, hosts)
+    data = {"tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem, "ca.crt": ca.cert_pem}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "type": "kubernetes.io/tls",
+        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+    }
+
+
+def _use_secret(on_node: OnNode, name: str) -> None:
+    patch = {"spec": {"certificates": {"secretName": name}}}
+    on_node.cluster.run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(patch))
+
+
+def _bundle_subjects(on_node: OnNode) -> list[tuple[str, ...]]:
+    """Each APIService's caBundle, as the CAs' common names."""
+    found = []
+    for name in APISERVICES:
+        apiservice = on_node.get("apiservice", name)
+        assert apiservice is not None
+        pem = base64.b64decode(apiservice["spec"]["caBundle"])
+        found.append(tuple(_common_name(c) for c in x509.load_pem_x509_certificates(pem)))
+    return found
+
+
+def _bundle_is(on_node: OnNode, expected: list[tuple[str, ...]]) -> bool:
+    return _bundle_subjects(on_node) == expected
+
+
+def _common_name(certificate: x509.Certificate) -> str:
+    return str(certificate.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
+
+
+def _served_by(on_node: OnNode, ca_name: str) -> bool:
+    return _common_name_of_issuer(on_node.presented_certificate()) == ca_name
+
+
+def _common_name_of_issuer(certificate: x509.Certificate) -> str:
+    return str(certificate.issuer.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
+
+
+def test_certificates_the_user_brings(on_node: OnNode) -> None:
+    """spec.certificates.secretName with a Secret shaped as cert-manager writes one. One that would
+    not verify for the Service is refused and nothing changes. A good one is taken, its CA is
+    replaced (a new issuer), and the operator's own certificates come back: the pods are given each
+    certificate only once every caBundle trusts it, the old CA stays while a pod still presents a
+    certificate of it, and not one aggregated request fails. The pod is never restarted: the
+    Deployment does not change, the kubelet carries each certificate into its volume."""
+    hosts = [f"coreio.{NS}.svc"]
+    pod = on_node.apiserver_pod()["metadata"]["name"]
+    operator_bundles = _bundle_subjects(on_node)
+    on_node.cluster.apply(_own_secret("coreio-wrong", pki.create_ca("test-wrong"), ["elsewhere.example"]))
+    _use_secret(on_node, "coreio-wrong")
+    wait_for(
+        "the wrong Secret refused",
+        lambda: on_node.condition("Ready").get("reason") == "CertificateNotTrusted",
+        timeout=30,
+    )
+    assert "coreio-wrong" in on_node.condition("Ready")["message"]
+    assert _bundle_subjects(on_node) == operator_bundles and on_node.aggregated_ok()
+    started = time.monotonic()
+    with AggregatedTraffic(on_node.cluster) as traffic:
+        for ca_name in ("test-first", "test-second"):  # the second: the user's issuer moved to a new CA
+            on_node.cluster.apply(_own_secret("coreio-own", pki.create_ca(ca_name), hosts))
+            _use_secret(on_node, "coreio-own")
+            wait_for(
+                f"the pod presents {ca_name}'s", functools.partial(_served_by, on_node, ca_name), 90, every=1
+            )
+            wait_for("the old CA leaves", functools.partial(_bundle_is, on_node, [(ca_name,)] * 2), 60)
+        assert on_node.installation()["status"]["certificates"]["source"] == "secret"
+        assert on_node.status("Ready") == "True"
+        _use_secret(on_node, "")
+
+        def back_to_the_operators() -> bool:
+            return _common_name_of_issuer(on_node.presented_certificate()).startswith("coreio-ca@")
+
+        wait_for("the operator's own certificate again", back_to_the_operators, 90, every=1)
+        wait_for("the user's CA leaves", functools.partial(_bundle_is, on_node, operator_bundles), 60)
+        time.sleep(2)
+    on_node.timed("certificates the user brings: taken, CA replaced, given back", started)
+    print(f"\nbring-your-own certificates: {traffic.ok} aggregated requests, {len(traffic.failures)} failed")
+    assert traffic.failures == [], traffic.failures[:5]
+    assert traffic.ok > 50
+    running = on_node.apiserver_pod()
+    assert running["metadata"]["name"] == pod
+    assert running["status"]["containerStatuses"][0]["restartCount"] == 0
+    on_node.cluster.run("delete", "secret", "coreio-own", "coreio-wrong", "-n", NS)
 
 
 def test_an_operator_down_past_the_serving_certificates_end_recovers_at_start(on_node: OnNode) -> None:

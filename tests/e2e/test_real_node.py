@@ -217,6 +217,51 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
     wait_for("the mounted certificate is the Secret's", mounted_is_current, timeout=60, every=1)
 
 
+def _promoted(on_node: OnNode) -> bool:
+    ca = on_node.get("secret", "coreio-ca", "-n", NS)
+    return ca is not None and "previous-ca.crt" in ca.get("data", {})
+
+
+def test_kube_apiserver_restarted_mid_rollover(on_node: OnNode) -> None:
+    """kube-apiserver killed right after the next CA is promoted (both CAs in caBundle, the pods
+    moving to the new one) and started again 3 s later: the operator, cut off in the middle of the
+    rollover, carries it on once the API answers, and the aggregator, which reads the APIServices
+    afresh at start, never fails a handshake with the pods (requests fail only while
+    kube-apiserver is away or warming up). Killed, not stopped: its graceful stop here takes 30 s,
+    which the 40 s serving certificate of this module would not outlive unrenewed."""
+    wait_for("the next CA promoted", lambda: _promoted(on_node), timeout=150, every=0.5)
+    first_ca = _bundle(on_node)[-1]  # the previous CA, last in the bundle
+    with AggregatedTraffic(on_node.cluster) as traffic:
+        time.sleep(1)
+        started = time.monotonic()
+        on_node.cluster.restart_kube_apiserver(down_seconds=3, kill=True)
+        on_node.timed("kube-apiserver restarted mid-rollover: ready again", started)
+        back = len(traffic.failures), time.strftime("%X")
+
+        def rolled() -> bool:
+            leaf = on_node.presented_certificate()
+            issuer = leaf.issuer.rfc4514_string()
+            return issuer != first_ca and _bundle(on_node) == (issuer,)
+
+        wait_for("the rollover finished after the restart", rolled, timeout=120, every=1)
+        on_node.timed("kube-apiserver restarted mid-rollover: rollover finished", started)
+        settled = len(traffic.failures)
+        time.sleep(5)
+    print(
+        f"\nkube-apiserver restart mid-rollover: {traffic.ok} aggregated requests; failed "
+        f"{back[0]} while it was away (until {back[1]}), {settled - back[0]} while it warmed up, "
+        f"{len(traffic.failures) - settled} after the rollover"
+    )
+    assert not [f for f in traffic.failures if "x509" in f or "certificate" in f], traffic.failures
+    assert traffic.failures[settled:] == []
+    for component in ("operator", "apiserver"):
+        pods = on_node.get("pods", "-n", NS, "-l", f"app.kubernetes.io/component={component}") or {
+            "items": []
+        }
+        for pod in pods["items"]:
+            assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["metadata"]["name"]
+
+
 def test_a_killed_pod_is_replaced_and_the_data_survives(on_node: OnNode) -> None:
     cluster = on_node.cluster
     before = on_node.apiserver_pod()

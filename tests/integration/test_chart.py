@@ -11,8 +11,7 @@ import copy
 import json
 import re
 import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,17 +21,26 @@ from apiserver_operator.spec import InstallationSpec
 
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
 from tests.support import manifests
-from tests.support.helm import Helm
+from tests.support.chart import (
+    CHART,
+    IMAGE,
+    KUBE_VERSION,
+    NAMESPACE,
+    RELEASE,
+    REPOSITORY,
+    ChartHelm,
+    gitops_problems,
+    is_test_hook,
+    is_uninstall_hook,
+    only,
+    render,
+    set_args,
+)
 from tests.support.manifests import ManifestError, load_yaml_documents, project_crds, validate_manifests
 from tests.support.tools import ToolsUnavailable, helm_path
 
 pytestmark = pytest.mark.tools
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "coreio"
-RELEASE, NAMESPACE, KUBE_VERSION = "coreio", "coreio-system", "1.33.0"
-REPOSITORY = "registry.example.com/coreio"
-IMAGE = f"{REPOSITORY}:0.1.0"
 SERVICE_ACCOUNT = "coreio-operator"
 OPERATOR = f"{RELEASE}-coreio-operator"
 
@@ -55,12 +63,27 @@ CUSTOMISED = (
     'installation.spec={"replicas":3,"extraArgs":["--event-ttl=7200"],"storage":{"type":"etcd",'
     '"etcd":{"endpoints":["https://etcd-0.etcd:2379"],"tlsSecretName":"etcd-client"}}}',
 )
+# Everything that is off by default.
+ALL_ON = (
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.podMonitor.enabled=true",
+    "networkPolicy.enabled=true",
+)
 VARIANTS: dict[str, tuple[str, ...]] = {
     "defaults": (),
     "replicas-2": ("operator.replicas=2",),
     "watch-namespaces": ('operator.watchNamespaces=["team-a","team-b"]',),
     "no-installation": ("installation.create=false",),
     "customised": CUSTOMISED,
+    "network-policy": (
+        "networkPolicy.enabled=true",
+        'networkPolicy.apiserver.from=[{"ipBlock":{"cidr":"10.0.0.0/8","except":["10.1.0.0/16"]}},'
+        '{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
+        'networkPolicy.apiserver.extraEgress=[{"to":[{"ipBlock":{"cidr":"192.0.2.0/24"}}],'
+        '"ports":[{"port":5432,"protocol":"TCP"}]}]',
+        'networkPolicy.operator.from=[{"podSelector":{"matchLabels":{"app":"prometheus"}}}]',
+        'installation.spec={"replicas":2,"storage":{"type":"etcd","etcd":{"endpoints":["https://etcd:2379"]}}}',
+    ),
 }
 STANDARD_LABELS = {
     "app.kubernetes.io/name": "coreio",
@@ -73,24 +96,6 @@ SELECTOR_KEYS = {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.ku
 GENERATED = re.compile(
     r"\b(lookup|now|date|rand\w*|uuidv4|genCA|genPrivateKey|genSelfSignedCert|genSignedCert|htpasswd)\b"
 )
-
-
-class ChartHelm(Helm):
-    def template(self, *sets: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Renders with `sets`, and with image.repository (required) unless `sets` names it."""
-        args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
-        if not any(value.startswith("image.repository=") for value in sets):
-            sets = (f"image.repository={REPOSITORY}", *sets)
-        return self.run(*args, *set_args(sets), check=check)
-
-
-def set_args(sets: tuple[str, ...]) -> list[str]:
-    """`--set path=value`, or `--set-json` when the value is a JSON list or object."""
-    args: list[str] = []
-    for value in sets:
-        is_json = value.partition("=")[2][:1] in ("[", "{")
-        args += ["--set-json" if is_json else "--set", value]
-    return args
 
 
 @pytest.fixture(scope="module")
@@ -109,28 +114,19 @@ def variant(request: pytest.FixtureRequest, helm: ChartHelm) -> tuple[str, str]:
     return name, helm.template(*VARIANTS[name]).stdout
 
 
-def render(helm: ChartHelm, *sets: str) -> list[Obj]:
-    return load_yaml_documents(helm.template(*sets).stdout)
-
-
-def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
-    found = [o for o in objs if o["kind"] == kind and name in (None, o["metadata"]["name"])]
-    assert len(found) == 1, f"{len(found)} {kind} {name or ''} rendered"
-    return found[0]
-
-
-def is_test_hook(obj: Obj) -> bool:
-    return bool(obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "test")
-
-
-def is_uninstall_hook(obj: Obj) -> bool:
-    return bool(obj["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-delete")
-
-
 # ----------------------------------------------------------------------------- lint
 
 
-@pytest.mark.parametrize("sets", [(), ("operator.replicas=2",), ('operator.watchNamespaces=["a"]',)], ids=str)
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("operator.replicas=2",),
+        ('operator.watchNamespaces=["a"]',),
+        ALL_ON,
+    ],
+    ids=str,
+)
 def test_lint_strict(helm: ChartHelm, sets: tuple[str, ...]) -> None:
     result = helm.run("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *set_args(sets))
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
@@ -171,26 +167,6 @@ def test_manifests_validate_against_kubernetes_1_33(variant: tuple[str, str]) ->
 def test_manifests_are_gitops_safe(variant: tuple[str, str]) -> None:
     problems = [p for obj in load_yaml_documents(variant[1]) for p in gitops_problems(obj)]
     assert problems == []
-
-
-def gitops_problems(obj: Obj) -> list[str]:
-    name = manifests.describe(obj)
-    problems = [f"{name} {path}: null" for path, value in walk(obj) if value is None]
-    problems += [f"{name} {path}: empty" for path, value in walk(obj) if value in ({}, [])]
-    helm_annotations = [a for a in obj["metadata"].get("annotations", {}) if a.startswith("helm.sh/")]
-    if helm_annotations and not (is_test_hook(obj) or is_uninstall_hook(obj)):
-        problems.append(f"{name}: Helm annotations {helm_annotations}")
-    return problems
-
-
-def walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    yield path or ".", value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from walk(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from walk(item, f"{path}[{index}]")
 
 
 def test_rendering_is_deterministic(helm: ChartHelm, variant: tuple[str, str]) -> None:
@@ -608,6 +584,16 @@ def test_uninstall_hook_deletes_the_installation_first(helm: ChartHelm) -> None:
     ]  # fmt: skip
     # Without an Installation of the chart's own, there is nothing to uninstall first.
     assert [o for o in render(helm, "installation.create=false") if is_uninstall_hook(o)] == []
+
+
+def test_an_empty_installation_name_means_coreio_everywhere(helm: ChartHelm) -> None:
+    """The schema takes "" for the default name: the Installation and the uninstall hook that deletes
+    it must agree on it."""
+    objs = render(helm, "installation.name=")
+    assert only(objs, "Installation")["metadata"]["name"] == "coreio"
+    hooks = [o for o in objs if is_uninstall_hook(o)]
+    assert only(hooks, "Role")["rules"][0]["resourceNames"] == ["coreio"]
+    assert "--installation=coreio" in only(hooks, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_notes_explain_how_to_check_the_installation(helm: ChartHelm) -> None:

@@ -88,7 +88,7 @@ def go_available() -> bool:
     return True
 
 
-def _go_env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
     env = dict(os.environ)
     flags = [f for f in env.get("GOFLAGS", "").split() if not f.startswith("-mod=")]
     env.update(
@@ -106,7 +106,7 @@ def run_go(args: list[str], work: Path, *, timeout: float = BUILD_TIMEOUT) -> st
     done = subprocess.run(
         [go_binary(), *args],
         cwd=work,
-        env=_go_env(),
+        env=go_env(),
         capture_output=True,
         text=True,
         timeout=timeout,

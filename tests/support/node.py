@@ -210,8 +210,24 @@ class NodeCluster(ControlPlane):
             f"--advertise-client-urls={NODE_ETCD_URL}",
         ]
         self._daemon("etcd", [etcd, f"--data-dir={data}", "--name=node", "--log-level=warn", *urls])
-        self.process = self._daemon("kube-apiserver", [str(self.kube_apiserver), *self.flags()]).process
+        self._launch_kube_apiserver()
         self._write_kubeconfig()
+        self._wait_ready()
+
+    def _launch_kube_apiserver(self) -> None:
+        """In the node's namespace, as a daemon (also what `restart_kube_apiserver` starts again)."""
+        self.daemons = [d for d in self.daemons if d.name != "kube-apiserver"]
+        self.process = self._daemon("kube-apiserver", [str(self.kube_apiserver), *self.flags()]).process
+
+    def restart_kube_apiserver(self, down_seconds: float = 0.0, *, kill: bool = False) -> None:
+        """As a control plane's rolling restart does: SIGTERM, SIGKILL after 30 s (a static pod's
+        grace period) if still running; or at once with `kill` (a crash, an OOM kill). Then
+        `down_seconds` away, started again and ready."""
+        for daemon in self.daemons:
+            if daemon.name == "kube-apiserver":
+                daemon.stop(timeout=0 if kill else 30)
+        time.sleep(down_seconds)
+        self._launch_kube_apiserver()
         self._wait_ready()
 
     def _start_node_components(self) -> None:

@@ -189,6 +189,7 @@ def test_second_call_at_the_same_moment_changes_nothing() -> None:
         "servingNotAfter": "2030-01-01T00:10:00Z",
         "servingRenewAfter": certs.format_time(plan.serving_renew_after),
         "rollover": "",
+        "source": "operator",
     }
 
 

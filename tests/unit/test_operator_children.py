@@ -173,6 +173,13 @@ def test_an_installation_without_an_image_runs_the_operators_default() -> None:
             {"metadata": {"name": "c", "namespace": "n"}, "spec": {"certificates": {"caLifetime": "1y"}}},
             "InvalidSpec",
         ),
+        (
+            {
+                "metadata": {"name": "c", "namespace": "n"},
+                "spec": {"certificates": {"secretName": "c-serving"}},
+            },
+            "InvalidSpec",
+        ),
     ],
 )
 def test_refusals_name_the_reason(body: JSON, reason: str) -> None:

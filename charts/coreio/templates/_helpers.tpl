@@ -26,6 +26,31 @@ operator.watchNamespaces. Its --namespace flags, its RoleBindings and NOTES all 
 {{- uniq (prepend .Values.operator.watchNamespaces .Release.Namespace) | join "," -}}
 {{- end -}}
 
+{{/* The Installation's name, which the API server's Service, pods and Secrets are named after. */}}
+{{- define "coreio.installationName" -}}
+{{- .Values.installation.name | default "coreio" -}}
+{{- end -}}
+
+{{/*
+The labels the operator puts on the API server's Service and pods (children.labels), which select
+them; the argument is the Installation's name.
+*/}}
+{{- define "coreio.apiserverLabels" -}}
+app.kubernetes.io/name: coreio
+app.kubernetes.io/instance: {{ . }}
+app.kubernetes.io/component: apiserver
+{{- end -}}
+
+{{/* The port the API server's pods listen on: installation.spec.pod.port, or the CRD's default. */}}
+{{- define "coreio.apiserverPort" -}}
+{{- dig "pod" "port" 8443 (.Values.installation.spec | default dict) | int -}}
+{{- end -}}
+
+{{/* The ClusterRole that lets a scraper read the API server's /metrics. */}}
+{{- define "coreio.metricsReaderName" -}}
+{{- printf "%s-coreio-metrics-reader" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "coreio.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -69,4 +94,36 @@ readOnlyRootFilesystem: true
 capabilities:
   drop:
     - ALL
+{{- end -}}
+
+{{/*
+Egress every pod of the chart's NetworkPolicies needs: DNS, and kube-apiserver on
+networkPolicy.kubeAPIServerPorts. Both by port, to any address: DNS may be CoreDNS's pods, a
+node-local cache on a link-local address or the node's resolver, and kube-apiserver is outside the
+pod network at an address of each cluster's own (the `kubernetes` Service's endpoints).
+*/}}
+{{- define "coreio.clusterEgress" -}}
+- ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+- ports:
+    {{- range .Values.networkPolicy.kubeAPIServerPorts }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+{{- end -}}
+
+{{/*
+The ports of installation.spec.storage.etcd.endpoints, each once, in their order; 2379 for an
+endpoint that names none.
+*/}}
+{{- define "coreio.etcdPorts" -}}
+{{- $ports := list -}}
+{{- range dig "storage" "etcd" "endpoints" list (.Values.installation.spec | default dict) -}}
+{{- $port := regexFind ":[0-9]+$" (regexReplaceAll "^https?://" . "") | trimPrefix ":" -}}
+{{- $ports = append $ports ($port | default "2379" | int) -}}
+{{- end -}}
+{{- uniq $ports | join "," -}}
 {{- end -}}
