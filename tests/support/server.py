@@ -76,7 +76,7 @@ class ServerProcess:
             context.load_cert_chain(str(cert), str(key))
         return context
 
-    def start(self) -> None:
+    def start(self, ready_timeout: float = 30.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             sys.executable,
@@ -90,7 +90,7 @@ class ServerProcess:
         ]
         log = self.log_file.open("ab")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"coreio-apiserver exited: {self.log_file.read_text()}")
@@ -118,9 +118,13 @@ class ServerProcess:
             self.process.wait()
 
 
-def start_server(data_dir: Path, extra_args: list[str] | None = None) -> ServerProcess:
+def start_server(
+    data_dir: Path, extra_args: list[str] | None = None, *, ready_timeout: float = 30.0
+) -> ServerProcess:
+    """The server on `data_dir`, once its /readyz answers 200 (within `ready_timeout` seconds: a
+    server starting on many objects loads them all into its watch cache first)."""
     server = ServerProcess(data_dir=data_dir, port=free_port(), extra_args=list(extra_args or []))
-    server.start()
+    server.start(ready_timeout)
     return server
 
 

@@ -22,7 +22,12 @@ from cryptography.x509.oid import NameOID
 from apiserver import pki
 
 HOST = "coreio.coreio-system.svc"
-NOW = datetime.datetime.now(datetime.UTC)
+
+
+def _now() -> datetime.datetime:
+    # At each call: a module-level moment would precede certificates issued much later in a long
+    # run (they are backdated only five minutes).
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _b64(data: bytes) -> str:
@@ -49,8 +54,8 @@ def _ca(name: str, parent: pki.KeyPair | None = None) -> pki.KeyPair:
         .issuer_name(parent.certificate.subject if parent else subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(NOW - datetime.timedelta(minutes=5))
-        .not_valid_after(NOW + datetime.timedelta(days=30))
+        .not_valid_before(_now() - datetime.timedelta(minutes=5))
+        .not_valid_after(_now() + datetime.timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0 if parent else None), critical=True)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
@@ -66,7 +71,7 @@ def _ca(name: str, parent: pki.KeyPair | None = None) -> pki.KeyPair:
 
 
 def _plan(secret: dict[str, object] | None, host: str = HOST) -> CertificatePlan:
-    return given.plan_given(secret, "mine", host, NOW)
+    return given.plan_given(secret, "mine", host, _now())
 
 
 def _refusal(secret: dict[str, object] | None, host: str = HOST) -> given.GivenSecretInvalid:
@@ -120,7 +125,7 @@ def test_what_the_aggregator_would_refuse_is_refused() -> None:
     wrong_ca = _refusal(_secret(leaf.cert_pem, leaf.key_pem, other.cert_pem))
     assert wrong_ca.reason == "CertificateNotTrusted"
     expired = pki.issue_serving_certificate(
-        ca, [HOST], lifetime=datetime.timedelta(minutes=1), now=NOW - datetime.timedelta(hours=1)
+        ca, [HOST], lifetime=datetime.timedelta(minutes=1), now=_now() - datetime.timedelta(hours=1)
     )
     assert _refusal(_secret(expired.cert_pem, expired.key_pem, ca.cert_pem)).reason == "CertificateNotTrusted"
     mismatch = _refusal(
@@ -154,6 +159,6 @@ def test_the_pods_get_a_certificate_only_once_every_bundle_verifies_it() -> None
     old, new = pki.create_ca("old"), pki.create_ca("new")
     leaf = pki.issue_serving_certificate(new, [HOST])
     plan = _plan(_secret(leaf.cert_pem, leaf.key_pem, new.cert_pem))
-    assert not trusted_everywhere(plan, (), HOST, NOW)  # no APIService yet
-    assert not trusted_everywhere(plan, (old.cert_pem, new.cert_pem), HOST, NOW)  # one behind
-    assert trusted_everywhere(plan, (new.cert_pem + old.cert_pem, new.cert_pem), HOST, NOW)
+    assert not trusted_everywhere(plan, (), HOST, _now())  # no APIService yet
+    assert not trusted_everywhere(plan, (old.cert_pem, new.cert_pem), HOST, _now())  # one behind
+    assert trusted_everywhere(plan, (new.cert_pem + old.cert_pem, new.cert_pem), HOST, _now())

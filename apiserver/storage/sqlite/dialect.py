@@ -38,7 +38,10 @@ _INSERT = (
     " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CLEAR_EXPIRY = "UPDATE kv SET expires_at = NULL WHERE id = ? AND expires_at IS NOT NULL"
-_DUE = "SELECT name, id FROM kv WHERE expires_at <= ? AND deleted = 0 ORDER BY id"
+# The expiry index named: left to choose, SQLite walks the whole table in id order (for the ORDER BY)
+# rather than sort the few due rows, reading every row at every sweep (0.7 s at 300,000 Events, with
+# the write lock held).
+_DUE = "SELECT name, id FROM kv INDEXED BY kv_expires_at WHERE expires_at <= ? AND deleted = 0 ORDER BY id"
 # Columns a change (a watch event) is built from, in this order.
 _CHANGE_COLUMNS = "id, name, created, deleted, create_revision, value, old_value"
 # Keep every row from :rev on, and below it only the newest row of each key that still exists at :rev:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 
 import pytest
 
 from apiserver.storage.interface import EventType, KeyExistsError, RevisionConflictError, WatchOverflowError
 from apiserver.storage.sqlite.backend import SQLiteStorage
+from apiserver.storage.sqlite.dialect import _DUE as DUE
+from apiserver.storage.sqlite.dialect import Dialect
 from tests.integration.storage.helpers import next_event, take
 
 
@@ -123,3 +126,15 @@ async def test_writes_arriving_together_commit_together_and_a_refused_one_is_und
         assert len(listed.items) == 101 and listed.revision == start + 101
     finally:
         await reopened.close()
+
+
+def test_the_ttl_sweep_finds_due_keys_through_the_expiry_index(sqlite_path: str) -> None:
+    """Every Event has a TTL, and the sweep looks for due keys every second, holding the write lock:
+    walking the whole table instead took 0.7 s at 300,000 Events."""
+    dialect = Dialect.connect(sqlite_path)
+    try:
+        plan = [row[3] for row in dialect.conn.execute(f"EXPLAIN QUERY PLAN {DUE}", (time.time(),))]
+    finally:
+        dialect.close()
+    assert any("USING INDEX kv_expires_at" in step for step in plan), plan
+    assert not any(step.startswith("SCAN kv") for step in plan), plan
