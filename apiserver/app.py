@@ -13,6 +13,7 @@ from apiserver.admission import chained
 from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
+from apiserver.http import audit
 from apiserver.http.accessreviews import AccessReviewEndpoints
 from apiserver.http.discovery import Discovery, Resource
 from apiserver.http.handlers import ApiHandler
@@ -209,6 +210,7 @@ def _application(
     )
     app[SEND_TIMEOUT_KEY] = settings.request_timeout
     app.on_response_prepare.append(echo_audit_id)
+    app.on_response_prepare.append(audit.on_response_prepare)
     return app
 
 

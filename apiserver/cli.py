@@ -267,8 +267,37 @@ FLAGS = (
     ),
     Flag(
         "--audit-log-path",
-        "write one audit.k8s.io/v1 Event (level Metadata) per request as a JSON line; - for stdout",
+        "if set, requests are logged to this file as audit.k8s.io/v1 Events, one JSON line each;"
+        " - means standard out",
     ),
+    Flag(
+        "--audit-policy-file",
+        "path to the file that defines the audit policy configuration (audit.k8s.io/v1 Policy); without"
+        " it, --audit-log-path logs every request at level Metadata when it completes",
+    ),
+    Flag(
+        "--audit-log-maxage",
+        "the maximum number of days to retain old audit log files based on the timestamp encoded in"
+        " their filename",
+        int,
+        check=lambda days: days >= 0,
+        check_error="--audit-log-maxage can't be a negative number",
+    ),
+    Flag(
+        "--audit-log-maxbackup",
+        "the maximum number of old audit log files to retain (0: no restriction)",
+        int,
+        check=lambda count: count >= 0,
+        check_error="--audit-log-maxbackup can't be a negative number",
+    ),
+    Flag(
+        "--audit-log-maxsize",
+        "the maximum size in megabytes of the audit log file before it gets rotated (0: 100)",
+        int,
+        check=lambda size: size >= 0,
+        check_error="--audit-log-maxsize can't be a negative number",
+    ),
+    Flag("--audit-log-format", "format of saved audits: structured JSON", choices=("json",)),
     Flag("--min-request-timeout", _MIN_REQUEST_TIMEOUT_HELP, _seconds),
     Flag(
         "--watch-bookmark-interval",

@@ -46,8 +46,16 @@ class Settings:
     # Seconds between re-reads of kube-system/extension-apiserver-authentication (delegation).
     extension_authentication_refresh_interval: float = 60.0
     authorization_cache_ttl: float = 10.0
-    # One audit.k8s.io/v1 Event (level Metadata) a request, as JSON lines; "-" for stdout.
+    # audit.k8s.io/v1 Events as JSON lines ("-" for stdout), at the levels and stages the policy
+    # file sets (without one: every request at Metadata, once complete); the file rotated as
+    # kube-apiserver rotates its own (sizes in megabytes, 0: 100; backups 0: all kept; age in days,
+    # 0: no limit).
     audit_log_path: str = ""
+    audit_policy_file: str = ""
+    audit_log_maxsize: int = 0
+    audit_log_maxbackup: int = 0
+    audit_log_maxage: int = 0
+    audit_log_format: str = "json"
     # RBAC over the stored RoleBindings (the default) or AlwaysAllow.
     authorization_mode: str = "RBAC"
     # Standalone: Roles and ClusterRoles (YAML/JSON) on top of the default ClusterRoles.

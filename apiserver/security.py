@@ -1,6 +1,6 @@
 """Who a request is and who decides what it may do, assembled from the settings: the
 authenticators (front proxy, client certificates, static tokens, TokenReview), the delegated
-SubjectAccessReview authorizer, the CAs the TLS layer accepts, and the audit log.
+SubjectAccessReview authorizer and the CAs the TLS layer accepts.
 
 Standalone, everything comes from files; in a cluster (a kubeconfig, or the pod's own
 credentials), what flags leave out comes from the cluster and follows its changes.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,6 @@ from apiserver.cluster.connection import (
 )
 from apiserver.cluster.reflector import ClusterReader
 from apiserver.config import NAMESPACE_LIFECYCLE, Settings
-from apiserver.http.middleware import audit_log
 from apiserver.machinery.user import UserInfo
 from apiserver.rbac.chain import AuthorizationConfig
 
@@ -64,21 +62,6 @@ def request_header_config(settings: Settings, ca_file: Path) -> RequestHeaderCon
         group_headers=tuple(settings.requestheader_group_headers),
         extra_headers_prefixes=tuple(settings.requestheader_extra_headers_prefix),
     )
-
-
-def configure_audit_log(path: str) -> None:
-    """Send the audit logger's records (one JSON line each) to `path`; nothing when empty."""
-    audit_log.propagate = False
-    if not path:
-        audit_log.disabled = True
-        return
-    handler: logging.Handler
-    handler = (
-        logging.StreamHandler(sys.stdout) if path == "-" else logging.FileHandler(path, encoding="utf-8")
-    )
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    audit_log.addHandler(handler)
-    audit_log.setLevel(logging.INFO)
 
 
 @dataclass

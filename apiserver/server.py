@@ -24,6 +24,10 @@ from cryptography.exceptions import UnsupportedAlgorithm
 
 from apiserver import pki, standalone
 from apiserver.app import SYSTEM_KEY, build_app
+from apiserver.audit import backend
+from apiserver.audit.backend import AuditOptions
+from apiserver.audit.logfile import Rotation
+from apiserver.audit.policy import PolicyError
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
@@ -33,7 +37,7 @@ from apiserver.machinery.user import UserInfo
 from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
-from apiserver.security import Security, configure_audit_log, configure_security, token_users
+from apiserver.security import Security, configure_security, token_users
 from apiserver.storage.factory import StorageOptions, open_storage
 from apiserver.storage.interface import StorageError
 
@@ -346,16 +350,24 @@ def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.Servi
         raise StartError(f"failed to set up TLS: {_problem(exc)}") from None
 
 
+def configure_audit(settings: Settings) -> None:
+    """The audit policy read and the audit log opened; StartError when either cannot be."""
+    rotation = Rotation(settings.audit_log_maxsize, settings.audit_log_maxbackup, settings.audit_log_maxage)
+    try:
+        backend.configure(AuditOptions(settings.audit_log_path, settings.audit_policy_file, rotation))
+    except PolicyError as exc:
+        raise StartError(f"loading audit policy file: {exc}") from None
+    except OSError as exc:
+        raise StartError(f"failed to open audit log: {go_os_error(exc)}") from None
+
+
 async def start(
     settings: Settings, kinds: Sequence[ResourceKind], security: Security, workers: WorkerSet | None = None
 ) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
     storage, described = open_storage(storage_options(settings, kinds))
-    try:
-        configure_audit_log(settings.audit_log_path)
-    except OSError as exc:
-        raise StartError(f"failed to open audit log: {go_os_error(exc)}") from None
+    configure_audit(settings)
     app = build_app(
         settings,
         storage,

@@ -39,6 +39,18 @@ class RequestInfo:
     name: str = ""
 
 
+# Upstream's BasicLongRunningRequestCheck as kube-apiserver configures it (the in-flight limit and
+# the audit's ResponseStarted stage both ask).
+LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
+LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
+
+
+def is_long_running(info: RequestInfo) -> bool:
+    if info.verb in LONG_RUNNING_VERBS:
+        return True
+    return info.is_resource_request and info.subresource in LONG_RUNNING_SUBRESOURCES
+
+
 def _name_from_field_selector(selector: str) -> str:
     """The name a list or watch is narrowed to by `metadata.name=x` (alone or among other terms),
     read by the same parser the list itself uses, so the two can never disagree; as upstream,

@@ -22,15 +22,12 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from apiserver.auth.attributes import attributes_from_request, request_user
-from apiserver.auth.requestinfo import RequestInfo
+from apiserver.auth.requestinfo import RequestInfo, is_long_running
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
 from apiserver.machinery import errors
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.user import UserInfo
 
-# Upstream's BasicLongRunningRequestCheck as kube-apiserver configures it.
-LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
-LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
 # Verbs that do not count against --max-mutating-requests-inflight.
 READ_ONLY_VERBS = frozenset({"get", "list", "watch"})
 # A member never waits for a slot (upstream: user.SystemPrivilegedGroup).
@@ -39,12 +36,6 @@ RETRY_AFTER_SECONDS = 1
 METRICS_PATH = "/metrics"
 TIMEOUT_MESSAGE = "request did not complete within the allotted timeout"
 INVALID_TIMEOUT = "invalid timeout specified in the request URL"
-
-
-def is_long_running(info: RequestInfo) -> bool:
-    if info.verb in LONG_RUNNING_VERBS:
-        return True
-    return info.is_resource_request and info.subresource in LONG_RUNNING_SUBRESOURCES
 
 
 def _info(request: web.Request) -> RequestInfo:

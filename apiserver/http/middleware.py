@@ -4,20 +4,20 @@ audit line)."""
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from apiserver import logs
+from apiserver.audit.event import audited_user
 from apiserver.auth import impersonation as impersonating
 from apiserver.auth.attributes import IMPERSONATED_KEY, USER_KEY, attributes_from_request, request_user
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
+from apiserver.http import audit as auditing
 from apiserver.http.responses import status_response
 from apiserver.machinery import errors
 from apiserver.machinery.user import UserInfo
@@ -25,9 +25,6 @@ from apiserver.registry.storage_errors import status_error
 from apiserver.storage.interface import StorageUnavailableError
 
 log = logging.getLogger(__name__)
-# One audit.k8s.io/v1 Event a request (level Metadata) as a JSON line. Silent unless the command line
-# gives it a destination (--audit-log-path), so the check below costs nothing by default.
-audit_log = logging.getLogger("coreio.audit")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Paths anyone may read without credentials, as kube-apiserver's health checks.
@@ -92,81 +89,35 @@ async def status_errors(request: web.Request, handler: Handler) -> web.StreamRes
         return status_response(request, errors.internal_error(f"{type(exc).__name__}"))
 
 
-def _micro_time(moment: datetime.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def audit_event(
-    request: web.Request, user: UserInfo | None, code: int, received: datetime.datetime
-) -> dict[str, Any]:
-    """The audit.k8s.io/v1 Event of a finished request, at level Metadata (no bodies)."""
-    info = attributes_from_request(request)
-    event: dict[str, Any] = {
-        "kind": "Event",
-        "apiVersion": "audit.k8s.io/v1",
-        "level": "Metadata",
-        "auditID": request.get(AUDIT_ID_KEY) or request.headers.get(AUDIT_ID_HEADER) or str(uuid.uuid4()),
-        "stage": "ResponseComplete",
-        "requestURI": request.path_qs,
-        "verb": info.verb,
-        "user": {},
-        "sourceIPs": [request.remote] if request.remote else [],
-        "userAgent": request.headers.get("User-Agent", ""),
-        "responseStatus": {"metadata": {}, "code": code},
-        "requestReceivedTimestamp": _micro_time(received),
-        "stageTimestamp": _micro_time(datetime.datetime.now(datetime.UTC)),
-    }
-    if user is not None:
-        event["user"] = _audited_user(user)
-    impersonated = request.get(IMPERSONATED_KEY)
-    if impersonated is not None:
-        # The request's own user stays `user`, as upstream's audit (which runs before impersonation).
-        event["impersonatedUser"] = _audited_user(impersonated)
-    if info.is_resource_request:
-        ref = {
-            "resource": info.resource,
-            "namespace": info.namespace,
-            "name": info.name,
-            "apiGroup": info.api_group,
-            "apiVersion": info.api_version,
-            "subresource": info.subresource,
-        }
-        event["objectRef"] = {k: v for k, v in ref.items() if v}
-    return event
-
-
-def _audited_user(user: UserInfo) -> dict[str, Any]:
-    audited: dict[str, Any] = {"username": user.name, "groups": list(user.groups)}
-    if user.uid:
-        audited["uid"] = user.uid
-    if user.extra:
-        audited["extra"] = {k: list(v) for k, v in user.extra.items()}
-    return audited
-
-
 def authentication(chain: AuthenticatorChain) -> Middleware:
+    """Who the request is (401 when no one), and its audit (`apiserver.http.audit`): judged by the
+    policy once the user is known, as upstream's WithAudit runs after WithAuthentication."""
+
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith(PUBLIC_PREFIXES):
             return await handler(request)
-        if not audit_log.isEnabledFor(logging.INFO):
+        if not auditing.enabled():
             return await _authenticated(request, handler, await chain.authenticate(request))
         received = datetime.datetime.now(datetime.UTC)
-        user: UserInfo | None = None
-        code = 500
+        audit_id = request.get(AUDIT_ID_KEY) or str(uuid.uuid4())
         try:
             user = await chain.authenticate(request)
-            response = await _authenticated(request, handler, user)
-            code = response.status
-            return response
         except errors.StatusError as exc:
-            code = exc.code
+            if (failed := auditing.begin(request, None, audit_id, received)) is not None:
+                failed.set_status(exc.code, exc.status)
+                failed.finish(exc.code)
             raise
-        except web.HTTPException as exc:
-            code = exc.status
-            raise
-        finally:
-            audit_log.info(json.dumps(audit_event(request, user, code, received), separators=(",", ":")))
+        audit = auditing.begin(request, user, audit_id, received)
+        if audit is None:
+            return await _authenticated(request, handler, user)
+        if user is None:
+            try:
+                return await _authenticated(request, handler, user)
+            except errors.StatusError as exc:
+                auditing.failed_authentication(request, audit, exc)
+                raise
+        return await auditing.audited(request, audit, lambda: _authenticated(request, handler, user))
 
     return authenticate
 
@@ -201,6 +152,10 @@ def impersonation(authorizer: Authorizer) -> Middleware:
         if asked:
             user = await impersonating.impersonate(authorizer, requestor, asked)
             request[USER_KEY] = request[IMPERSONATED_KEY] = user
+            if (audit := request.get(auditing.AUDIT_KEY)) is not None:
+                # The request's own user stays `user`, as upstream's audit (which runs before
+                # impersonation).
+                audit.event["impersonatedUser"] = audited_user(user)
         return await handler(request)
 
     return impersonate
@@ -216,6 +171,8 @@ def authorization(authorizer: Authorizer) -> Middleware:
             return await handler(request)
         info = attributes_from_request(request)
         decision = await authorizer.authorize(user, info)
+        if (audit := request.get(auditing.AUDIT_KEY)) is not None:
+            audit.annotate_decision(decision.allowed, decision.reason)
         if not decision.allowed:
             raise forbidden(user, info, decision.reason)
         request[AUTHORIZER_KEY] = authorizer
