@@ -119,8 +119,17 @@ class RequestAudit:
         self.annotate(REASON_ANNOTATION, reason)
 
     def set_request_object(self, body: Any) -> None:
-        if self.level >= Level.REQUEST and body is not None:
-            self.event["requestObject"] = self._kept(body)
+        """The request's body; its name and namespace complete objectRef, as upstream's
+        LogRequestObject completes it (here only at the levels that read the body)."""
+        if self.level < Level.REQUEST or body is None:
+            return
+        self.event["requestObject"] = self._kept(body)
+        ref = self.event.get("objectRef")
+        metadata = body.get("metadata") if isinstance(body, dict) else None
+        if ref is not None and isinstance(metadata, dict):
+            for key in ("namespace", "name", "uid", "resourceVersion"):
+                if not ref.get(key) and isinstance(metadata.get(key), str) and metadata[key]:
+                    ref[key] = metadata[key]
 
     def set_response_object(self, body: Any) -> None:
         if self.level >= Level.REQUEST_RESPONSE and body is not None:

@@ -20,7 +20,10 @@ from apiserver.machinery.user import UserInfo
 
 RECEIVED = datetime.datetime(2026, 11, 26, 10, 0, 0, 123456, tzinfo=datetime.UTC)
 PATH = "/apis/rbac.authorization.core.io/v1/namespaces/team/rolebindings"
-OBJECT: dict[str, Any] = {"metadata": {"name": "x", "managedFields": [{"manager": "kubectl"}]}, "subjects": []}
+OBJECT: dict[str, Any] = {
+    "metadata": {"name": "x", "managedFields": [{"manager": "kubectl"}]},
+    "subjects": [],
+}
 
 
 def audit(
