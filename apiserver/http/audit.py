@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from apiserver.audit.backend import BACKEND
@@ -21,6 +20,7 @@ from apiserver.audit.event import REQUEST_RECEIVED, RESPONSE_STARTED, RequestAud
 from apiserver.audit.policy import Level
 from apiserver.auth.attributes import attributes_from_request
 from apiserver.auth.requestinfo import is_long_running
+from apiserver.http import codec
 from apiserver.machinery import errors
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.storage_errors import status_error
@@ -105,9 +105,10 @@ async def audited(
 ) -> web.StreamResponse:
     """`handle()`'s answer, its events written around it."""
     audit.write(REQUEST_RECEIVED)
-    if audit.level >= Level.REQUEST and request.method in _BODY_METHODS and request.can_read_body:
-        audit.set_request_object(_decoded(request.content_type, await request.read()))
     try:
+        if audit.level >= Level.REQUEST and request.method in _BODY_METHODS and request.can_read_body:
+            raw = await request.read()  # kept by aiohttp: the handler reads it again for free
+            audit.set_request_object(await codec.off_loop(len(raw), lambda: _request_body(request, raw)))
         response = await handle()
     except (errors.StatusError, StorageUnavailableError) as exc:
         # As status_errors will answer it.
@@ -119,15 +120,29 @@ async def audited(
     except web.HTTPException as exc:
         audit.finish(exc.status)
         raise
+    except (ConnectionError, asyncio.CancelledError):
+        # The client went away: complete, with what was answered (a watch's 200) if anything was.
+        audit.finish(500)
+        raise
     except Exception as exc:
         audit.panic(exc)
-        raise
-    except asyncio.CancelledError:
-        audit.finish(500)
         raise
     _answered(audit, response)
     audit.finish(response.status)
     return response
+
+
+def _request_body(request: web.Request, raw: bytes) -> Any:
+    """A JSON or YAML body as the object it holds (decoded with the handlers' own guards against
+    deep nesting and aliasing); None for anything else (protobuf) or a body that does not decode."""
+    try:
+        if request.content_type in _YAML_TYPES:
+            return codec.parse_yaml(raw).value
+        if request.content_type.endswith("json"):
+            return codec.decode_json(raw).value
+    except (errors.StatusError, ValueError):
+        log.debug("audit: request body not decoded", exc_info=True)
+    return None
 
 
 def _answered(audit: RequestAudit, response: web.StreamResponse) -> None:
@@ -137,25 +152,18 @@ def _answered(audit: RequestAudit, response: web.StreamResponse) -> None:
         return
     if not isinstance(response, web.Response) or not isinstance(response.body, bytes):
         return
+    if not response.content_type.endswith("json"):
+        return
     raw = response.body
     if response.headers.get("Content-Encoding") == "gzip":
         raw = gzip.decompress(raw)
-    body = _decoded(response.content_type, raw)
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return
     if isinstance(body, dict) and body.get("kind") == "Status":
         audit.set_status(response.status, body)
     audit.set_response_object(body)
-
-
-def _decoded(content_type: str, raw: bytes) -> Any:
-    """A JSON or YAML body as the object it holds; None for anything else (protobuf)."""
-    try:
-        if content_type in _YAML_TYPES:
-            return yaml.safe_load(raw)
-        if content_type.endswith("json"):
-            return json.loads(raw)
-    except (ValueError, yaml.YAMLError):
-        log.debug("audit: body not decoded", exc_info=True)
-    return None
 
 
 async def on_response_prepare(request: web.BaseRequest, response: web.StreamResponse) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.api import Api
 from tests.support.kubectl import RB, Kubectl, rolebinding_yaml
 from tests.support.server import ServerProcess, start_server
 
@@ -175,3 +176,41 @@ def test_an_unusable_policy_stops_the_server_with_one_line(tmp_path: Path) -> No
         'coreio-apiserver: error: loading audit policy file: rules[0].level: Unsupported value: "All":'
         ' supported values: "None", "Metadata", "Request", "RequestResponse": from file ' + str(policy)
     ]
+
+
+def test_a_hostile_body_is_refused_and_logged_without_it(server: ServerProcess) -> None:
+    """A YAML alias bomb, at RequestResponse: the audit decodes bodies with the handlers' guards, so
+    the request is answered 400 as without an audit, and logged with no requestObject."""
+    bomb = b"a: &a [" + b"*a, " * 1000 + b"]"
+    path = f"/apis/rbac.authorization.core.io/v1/namespaces/{NAMESPACE}/rolebindings"
+    answer = Api(server).request("POST", path, raw=bomb, content_type="application/yaml")
+    assert answer.status == 400
+    audit_id = answer.headers["Audit-Id"]
+    (complete,) = settled(server, 1, verb="create", stage="ResponseComplete", auditID=audit_id)
+    assert "requestObject" not in complete
+    assert complete["responseStatus"]["code"] == 400 and complete["responseStatus"]["reason"] == "BadRequest"
+    assert complete["responseObject"]["kind"] == "Status"
+
+
+def test_a_yaml_body_is_logged_as_the_object_it_holds(server: ServerProcess) -> None:
+    body = yaml.safe_dump(yaml.safe_load(rolebinding_yaml("from-yaml", NAMESPACE))).encode()
+    path = f"/apis/rbac.authorization.core.io/v1/namespaces/{NAMESPACE}/rolebindings"
+    answer = Api(server).request("POST", path, raw=body, content_type="application/yaml")
+    assert answer.status == 201
+    (complete,) = settled(server, 1, verb="create", name="from-yaml")
+    assert complete["requestObject"]["metadata"]["name"] == "from-yaml"
+    assert complete["requestObject"]["roleRef"]["name"] == "view"
+
+
+def test_a_request_without_credentials_is_one_event_saying_so(server: ServerProcess) -> None:
+    path = f"/apis/rbac.authorization.core.io/v1/namespaces/{NAMESPACE}/rolebindings?limit=7"
+    answer = Api(server, client_cert=False).get(path)
+    assert answer.status == 401
+    logged = settled(server, 1, requestURI=path)
+    time.sleep(0.2)
+    assert [(e["stage"], e["user"]) for e in events(server, requestURI=path)] == [("ResponseStarted", {})]
+    assert logged[0]["responseStatus"] == {
+        "metadata": {},
+        "message": "Authentication failed, no credentials provided",
+        "code": 401,
+    }
