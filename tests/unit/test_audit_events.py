@@ -16,6 +16,7 @@ from apiserver.audit.event import RequestAudit, RequestFacts, new_audit, without
 from apiserver.audit.logfile import RotatingAuditFile, Rotation, backup_name
 from apiserver.audit.policy import AuditConfig, Level
 from apiserver.auth.requestinfo import request_info
+from apiserver.http.audit import source_ips
 from apiserver.machinery.user import UserInfo
 
 RECEIVED = datetime.datetime(2026, 11, 26, 10, 0, 0, 123456, tzinfo=datetime.UTC)
@@ -214,3 +215,9 @@ def test_the_handler_writes_each_record_as_a_line(tmp_path: Path) -> None:
     )
     handler.close()
     assert (tmp_path / "audit.log").read_text() == '{"a": 1}\n'
+
+
+def test_source_ips_are_the_forwarded_ones_then_the_peer_as_upstream() -> None:
+    headers = {"X-Forwarded-For": "203.0.113.7, bogus, 10.0.0.2", "X-Real-Ip": "10.0.0.2"}
+    assert source_ips(headers, "127.0.0.1") == ["203.0.113.7", "10.0.0.2", "127.0.0.1"]
+    assert source_ips({}, None) == []
