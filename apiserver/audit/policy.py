@@ -142,11 +142,11 @@ class Policy:
         return AuditConfig(Level.NONE, self.omit_stages, self.omit_managed_fields)
 
 
-# Without --audit-policy-file, --audit-log-path alone logs every request once, at Metadata, when it
-# is complete: what coreio has always written (upstream would log nothing without a policy).
-DEFAULT_POLICY = Policy(
-    rules=(PolicyRule(Level.METADATA),), omit_stages=frozenset({"RequestReceived", "ResponseStarted"})
-)
+# Without --audit-policy-file, --audit-log-path alone logs every request at Metadata when it is
+# complete, what coreio has always written (upstream would log nothing without a policy); and, as
+# upstream's stages have it, a watch when it starts and a refused authentication (one event, at
+# ResponseStarted).
+DEFAULT_POLICY = Policy(rules=(PolicyRule(Level.METADATA),), omit_stages=frozenset({"RequestReceived"}))
 
 
 def load_policy(path: str) -> Policy:
