@@ -188,11 +188,8 @@ async def issued_certificates(
     )
     for reason in plan.waiting:
         log.info("Installation %s: %s", inst.owner, reason)
-    await client.apply(
-        path_of(
-            ca_secret := children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)
-        ),
-        ca_secret,
+    await apply_all(
+        client, [children.secret(inst, inst.ca_secret, "Opaque", plan.ca_data, plan.ca_annotations)]
     )
     return _Read(plan, observed, serving)
 
