@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-from apiserver.admission import chained
+from apiserver.admission.chain import AdmissionChain
 from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
@@ -23,6 +23,7 @@ from apiserver.http.looplag import LoopLag
 from apiserver.http.metrics import METRICS_KEY, ServerMetrics
 from apiserver.http.middleware import (
     MAX_BODY_BYTES,
+    add_note_warnings,
     authentication,
     authorization,
     echo_audit_id,
@@ -92,8 +93,10 @@ def build_app(
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
     for store in stores:
-        generic = namespaces.admission(store.kind.group_resource) if namespaces else None
-        store.admission = chained([generic, store.kind.admission(authz)])
+        store.admission = AdmissionChain(
+            namespace=namespaces.admission(store.kind.group_resource) if namespaces else None,
+            kind_checks=store.kind.admission(authz),
+        )
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
@@ -210,6 +213,7 @@ def _application(
     )
     app[SEND_TIMEOUT_KEY] = settings.request_timeout
     app.on_response_prepare.append(echo_audit_id)
+    app.on_response_prepare.append(add_note_warnings)
     app.on_response_prepare.append(audit.on_response_prepare)
     return app
 

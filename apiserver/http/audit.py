@@ -21,7 +21,7 @@ from apiserver.audit.policy import Level
 from apiserver.auth.attributes import attributes_from_request
 from apiserver.auth.requestinfo import is_long_running
 from apiserver.http import codec
-from apiserver.machinery import errors
+from apiserver.machinery import errors, requestnotes
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.storage_errors import status_error
 from apiserver.storage.interface import StorageUnavailableError
@@ -70,6 +70,8 @@ def begin(
         received=received,
     )
     audit = new_audit(config, facts, user, info, BACKEND.write)
+    # What admission notes for the audit (its annotations) goes into this event.
+    audit.annotations = requestnotes.current().annotations
     audit.long_running = is_long_running(info)
     request[AUDIT_KEY] = audit
     return audit

@@ -267,6 +267,7 @@ class ApiHandler:
             if parsed.value is not None and not isinstance(parsed.value, dict):
                 raise errors.bad_request("the body of a delete must be a DeleteOptions object")
             opts = delete_options_from_body(parsed.value, opts)
+        opts.user = request_user(request)
         return opts
 
     async def _delete(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:

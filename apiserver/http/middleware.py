@@ -18,8 +18,9 @@ from apiserver.auth.attributes import IMPERSONATED_KEY, USER_KEY, attributes_fro
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
 from apiserver.http import audit as auditing
-from apiserver.http.responses import status_response
-from apiserver.machinery import errors
+from apiserver.http.responses import add_warnings, status_response
+from apiserver.machinery import errors, requestnotes
+from apiserver.machinery.requestnotes import RequestNotes
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.storage_errors import status_error
 from apiserver.storage.interface import StorageUnavailableError
@@ -35,6 +36,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 AUDIT_ID_HEADER = "Audit-Id"
 REQUEST_ID_HEADER = "X-Request-Id"
 AUDIT_ID_KEY = web.RequestKey("audit_id", str)
+NOTES_KEY = web.RequestKey("notes", RequestNotes)
 
 
 @web.middleware
@@ -45,6 +47,7 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         request.headers.get(AUDIT_ID_HEADER) or request.headers.get(REQUEST_ID_HEADER) or str(uuid.uuid4())
     )
     request[AUDIT_ID_KEY] = audit_id
+    request[NOTES_KEY] = requestnotes.begin()
     token = logs.request_id.set(audit_id)
     try:
         return await handler(request)
@@ -58,6 +61,14 @@ async def echo_audit_id(request: web.BaseRequest, response: web.StreamResponse) 
     audit_id = request.get(AUDIT_ID_KEY) if isinstance(request, web.Request) else None
     if audit_id and AUDIT_ID_HEADER not in response.headers:
         response.headers[AUDIT_ID_HEADER] = audit_id
+
+
+async def add_note_warnings(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """For `on_response_prepare`: the warnings deeper layers noted (admission's), on every answer,
+    error or not, as upstream's warning recorder writes them."""
+    notes = request.get(NOTES_KEY) if isinstance(request, web.Request) else None
+    if notes is not None and notes.warnings:
+        add_warnings(response, notes.warnings)
 
 
 def _from_http_exception(exc: web.HTTPException) -> errors.StatusError:

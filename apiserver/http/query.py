@@ -108,6 +108,7 @@ def write_options(
             )
         else:
             opts.field_validation = validation
+            opts.requested_field_validation = validation
     if errs:
         raise errors.invalid_error("meta.k8s.io", options_kind, "", errs)
     opts.field_manager = manager

@@ -148,11 +148,15 @@ def add_warnings(response: web.StreamResponse, warnings: list[str]) -> None:
     """One `Warning: 299 - "<text>"` header per warning, quotes and backslashes escaped; a warning
     that cannot be a header value, or that was already given, is left out, as upstream's warning
     recorder leaves it out."""
+    given = set(response.headers.getall("Warning", []))
     for text in dict.fromkeys(warnings):
         if not _header_safe(text):
             continue
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-        response.headers.add("Warning", f'299 - "{escaped}"')
+        header = f'299 - "{escaped}"'
+        if header not in given:
+            response.headers.add("Warning", header)
+            given.add(header)
 
 
 def object_response(

@@ -131,6 +131,8 @@ class WriteOptions:
     user_agent: str = ""
     # Who asks (admission checks such as the RoleBinding escalation guard need it).
     user: UserInfo | None = None
+    # fieldValidation as the request named it ("" when it did not), for admission's options object.
+    requested_field_validation: str = ""
 
 
 @dataclass
@@ -151,6 +153,8 @@ class DeleteOptions:
     orphan_dependents: bool | None = None
     # ignoreStoreReadErrorWithClusterBreakingPotential: remove an object that no longer decodes.
     ignore_store_read_error: bool = False
+    # Who asks (for admission).
+    user: UserInfo | None = None
 
     def validate(self) -> None:
         errs: list[FieldError] = []
@@ -210,6 +214,7 @@ def delete_options_from_body(body: dict[str, Any] | None, base: DeleteOptions) -
         preconditions=Preconditions(base.preconditions.uid, base.preconditions.resource_version),
         orphan_dependents=base.orphan_dependents,
         ignore_store_read_error=base.ignore_store_read_error,
+        user=base.user,
     )
     grace = body.get("gracePeriodSeconds")
     if grace is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from apiserver.admission.chain import AdmissionChain
+from apiserver.admission.request import for_delete
 from apiserver.machinery import errors, objectmeta
 from apiserver.machinery.errors import GroupResource
 from apiserver.machinery.metav1 import FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS
@@ -98,8 +100,16 @@ class DeleteResult:
 class ObjectDeletion:
     """The decisions of one delete of the object `name` in `namespace`, and its answer."""
 
-    def __init__(self, objects: StoredObjects, namespace: str, name: str, opts: DeleteOptions) -> None:
+    def __init__(
+        self,
+        objects: StoredObjects,
+        namespace: str,
+        name: str,
+        opts: DeleteOptions,
+        admission: AdmissionChain | None = None,
+    ) -> None:
         self.objects = objects
+        self.admission = admission
         self.kind = objects.kind
         self.namespace = namespace
         self.name = name
@@ -119,10 +129,13 @@ class ObjectDeletion:
             obj = self.objects.from_kv(kv)
         return DeleteResult(obj, deleted=self.deleted)
 
-    def _decide(self, current: KeyValue | None) -> Decision:
+    async def _decide(self, current: KeyValue | None) -> Decision:
         assert current is not None  # an absent object is not found before any decision
         obj = self.objects.from_kv(current)
         check_preconditions(self.kind, self.opts, obj["metadata"], self.name)
+        if self.admission is not None:
+            # Upstream's deleteValidation: the object being deleted is the request's oldObject.
+            await self.admission.validate(for_delete(self.kind, self.namespace, self.name, obj, self.opts))
         marked = mark_for_deletion(obj, self.opts, garbage_collected=self.kind.garbage_collected)
         self.deleted = marked is None
         if marked is None:

@@ -20,6 +20,9 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from apiserver.admission import request as admission
+from apiserver.admission.chain import AdmissionChain
+from apiserver.admission.request import CREATE
 from apiserver.apply import fieldmanager as managedfields
 from apiserver.apply.fieldmanager import FieldManager
 from apiserver.machinery import errors, objectmeta, offload
@@ -41,13 +44,13 @@ from apiserver.registry.storage_errors import interpreted
 from apiserver.registry.stored import StoredObjects
 from apiserver.registry.update import ObjectUpdate, Update, WriteResult
 from apiserver.registry.watch import INITIAL_EVENTS_END_ANNOTATION, ListWatch
-from apiserver.resources.base import Admission, ResourceKind
+from apiserver.resources.base import ResourceKind
 from apiserver.storage.interface import KeyExistsError, Storage
 
 # What the HTTP layer and the RBAC index use, from one place.
 __all__ = [
     "INITIAL_EVENTS_END_ANNOTATION",
-    "Admission",
+    "AdmissionChain",
     "DeleteResult",
     "ResourceStore",
     "WatchEventOut",
@@ -73,13 +76,14 @@ class ResourceStore:
         *,
         ttl_seconds: int = 0,
         bookmark_interval: float = 60.0,
-        admission: Admission | None = None,
+        admission: AdmissionChain | None = None,
     ) -> None:
         self.kind = kind
         self.storage = storage
         self.objects = StoredObjects(kind, storage, ttl_seconds)
         self.reads = ListWatch(self.objects, bookmark_interval)
-        # Checks a write may fail on before validation (the RoleBinding escalation guard).
+        # What writes pass besides validation (namespace lifecycle, the escalation guard, the
+        # cluster's policies and webhooks).
         self.admission = admission
         self.gr = self.reads.gr
         self.field_manager = FieldManager(kind)
@@ -115,15 +119,17 @@ class ResourceStore:
     ) -> WriteResult:
         warnings: list[str] = []
         obj = await offload.run(lambda: self._decode_create(namespace, raw, opts, warnings, yaml_duplicates))
-        meta = objectmeta.metadata(obj)
         if self.admission is not None:
-            await self.admission(opts.user, namespace, obj, None)
+            request = admission.for_write(self.kind, CREATE, namespace, obj, None, opts)
+            admitted = await self.admission.admit(request)
+            obj = admitted if admitted is not None else obj
+        meta = objectmeta.metadata(obj)
         generate = not meta.get("name") and bool(meta.get("generateName"))
         for _attempt in range(MAX_GENERATE_NAME_ATTEMPTS if generate else 1):
             candidate = copy.deepcopy(obj)
             if generate:
                 objectmeta.metadata(candidate)["name"] = objectmeta.generate_name(str(meta["generateName"]))
-            created = await self._create_one(namespace, candidate, opts.dry_run, retry_taken=generate)
+            created = await self._create_one(namespace, candidate, opts, retry_taken=generate)
             if created is not None:
                 return WriteResult(created, created=True, warnings=warnings)
         raise errors.already_exists_error(self.gr, str(objectmeta.metadata(obj).get("name", "")))
@@ -146,14 +152,16 @@ class ResourceStore:
         return self.field_manager.update(empty, obj, _manager(opts), reset=managedfields.requests_reset(raw))
 
     async def _create_one(
-        self, namespace: str, obj: JSON, dry_run: bool, *, retry_taken: bool
+        self, namespace: str, obj: JSON, opts: WriteOptions, *, retry_taken: bool
     ) -> JSON | None:
         """Stores `obj` as new; None when its name is taken and `retry_taken` (a generated name)."""
         await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
+        if self.admission is not None:
+            await self.admission.validate(admission.for_write(self.kind, CREATE, namespace, obj, None, opts))
         name = str(obj["metadata"]["name"])
         key = self.key(namespace, name)
         with interpreted(self.gr, name):
-            if dry_run:
+            if opts.dry_run:
                 # A dry run still fails where the real create would: on a name already taken.
                 if await self.storage.get(key) is not None:
                     raise errors.already_exists_error(self.gr, name)
@@ -261,7 +269,7 @@ class ResourceStore:
 
     async def delete(self, namespace: str, name: str, opts: DeleteOptions) -> DeleteResult:
         opts.validate()
-        return await ObjectDeletion(self.objects, namespace, name, opts).run()
+        return await ObjectDeletion(self.objects, namespace, name, opts, self.admission).run()
 
     async def delete_corrupt(self, namespace: str, name: str, opts: DeleteOptions) -> bool:
         """Removes an object that no longer decodes without reading it (the caller has checked the

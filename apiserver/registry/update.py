@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from apiserver.admission import request as admission
+from apiserver.admission.chain import AdmissionChain
+from apiserver.admission.request import CREATE, UPDATE
 from apiserver.apply import fieldmanager as managedfields
 from apiserver.machinery import errors, objectmeta, offload
 from apiserver.machinery.errors import GroupResource
@@ -21,7 +24,6 @@ from apiserver.machinery.types import JSON
 from apiserver.registry import strategy
 from apiserver.registry.storage_errors import status_error
 from apiserver.registry.stored import StoredObjects
-from apiserver.resources.base import Admission
 from apiserver.storage.interface import KeyNotFoundError, KeyValue, StorageError
 from apiserver.storage.update import DELETE, Decision
 
@@ -61,7 +63,7 @@ class ObjectUpdate:
         name: str,
         update: Update,
         *,
-        admission: Admission | None,
+        admission: AdmissionChain | None,
         blank: Callable[[], JSON],
     ) -> None:
         self.objects = objects
@@ -106,8 +108,11 @@ class ObjectUpdate:
         self._check_resource_version(new, old)
         strategy.prepare_update(self.kind, new, old)
         if self.admission is not None:
-            await self.admission(self.update.opts.user, self.namespace, new, old)
+            admitted = await self.admission.admit(self._request(UPDATE, new, old))
+            new = admitted if admitted is not None else new
         await offload.run(lambda: strategy.validate_update(self.kind, new, old))
+        if self.admission is not None:
+            await self.admission.validate(self._request(UPDATE, new, old))
         managedfields.restore_unchanged_times(new, old)
         if new == old:
             self.answer = old
@@ -131,12 +136,18 @@ class ObjectUpdate:
         obj = await offload.run(lambda: self.update.transform(self.blank()))
         objectmeta.metadata(obj).pop("resourceVersion", None)
         if self.admission is not None:
-            await self.admission(self.update.opts.user, self.namespace, obj, None)
+            admitted = await self.admission.admit(self._request(CREATE, obj, None))
+            obj = admitted if admitted is not None else obj
         await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
+        if self.admission is not None:
+            await self.admission.validate(self._request(CREATE, obj, None))
         if self.update.opts.dry_run:
             self.answer = obj
             return None
         return self.objects.encode(obj)
+
+    def _request(self, operation: str, obj: JSON, old: JSON | None) -> admission.AdmissionRequest:
+        return admission.for_write(self.kind, operation, self.namespace, obj, old, self.update.opts)
 
     def _check_uid(self, current: JSON | None) -> None:
         """A PUT naming a uid only applies to that very object, as upstream makes it a storage
