@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from typing import Any
 
 from apiserver.machinery import errors, formats
 
@@ -571,3 +572,32 @@ def parse_field_terms(text: str) -> FieldSelector:
         operator = Operator.NOT_EQUALS if op == "!=" else Operator.EQUALS
         requirements.append(FieldRequirement(lhs, operator, unescape_field_value(rhs)))
     return FieldSelector(tuple(requirements))
+
+
+def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics: matchLabels and matchExpressions all hold; {} matches all."""
+    match_labels = selector.get("matchLabels") or {}
+    if isinstance(match_labels, dict):
+        for key, value in match_labels.items():
+            if labels.get(str(key)) != value:
+                return False
+    for expression in selector.get("matchExpressions") or []:
+        if not isinstance(expression, dict):
+            return False
+        key = str(expression.get("key", ""))
+        operator = expression.get("operator")
+        values = {str(v) for v in expression.get("values") or []}
+        present = key in labels
+        if operator == "In":
+            ok = present and labels[key] in values
+        elif operator == "NotIn":
+            ok = not present or labels[key] not in values
+        elif operator == "Exists":
+            ok = present
+        elif operator == "DoesNotExist":
+            ok = not present
+        else:
+            return False
+        if not ok:
+            return False
+    return True

@@ -26,6 +26,7 @@ import yaml
 from apiserver.cluster.connection import ClusterConnection
 from apiserver.cluster.reflector import ClusterReader, Reflector
 from apiserver.machinery.errors import go_quote
+from apiserver.machinery.selectors import label_selector_matches
 from apiserver.machinery.types import JSON
 from apiserver.resources import KINDS
 from apiserver.resources.base import (
@@ -226,38 +227,6 @@ class RoleSource(Protocol):
     def get_cluster_role(self, name: str) -> Role | None: ...
 
 
-# ----------------------------------------------------------------------------- label selectors
-
-
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: matchLabels and matchExpressions all hold; {} matches all."""
-    match_labels = selector.get("matchLabels") or {}
-    if isinstance(match_labels, dict):
-        for key, value in match_labels.items():
-            if labels.get(str(key)) != value:
-                return False
-    for expression in selector.get("matchExpressions") or []:
-        if not isinstance(expression, dict):
-            return False
-        key = str(expression.get("key", ""))
-        operator = expression.get("operator")
-        values = {str(v) for v in expression.get("values") or []}
-        present = key in labels
-        if operator == "In":
-            ok = present and labels[key] in values
-        elif operator == "NotIn":
-            ok = not present or labels[key] not in values
-        elif operator == "Exists":
-            ok = present
-        elif operator == "DoesNotExist":
-            ok = not present
-        else:
-            return False
-        if not ok:
-            return False
-    return True
-
-
 def aggregate_cluster_roles(roles: Mapping[str, Role]) -> dict[str, Role]:
     """ClusterRoles with an aggregationRule get the rules of every ClusterRole their selectors match
     (selectors in order, matches by name, first occurrence of each rule), as upstream's
@@ -277,7 +246,7 @@ def aggregate_cluster_roles(roles: Mapping[str, Role]) -> dict[str, Role]:
         collected: list[PolicyRule] = []
         for selector in role.aggregation_selectors:
             for other in sorted(roles):
-                if other == name or not selector_matches(selector, roles[other].labels):
+                if other == name or not label_selector_matches(selector, roles[other].labels):
                     continue
                 for candidate in rules_of(other):
                     if candidate not in collected:

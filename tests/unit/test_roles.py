@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from apiserver.cluster.connection import ClusterConnection
+from apiserver.machinery.selectors import label_selector_matches as selector_matches
 from apiserver.machinery.types import JSON
 from apiserver.rbac.authorizer import (
     BindingProblem,
@@ -31,7 +32,6 @@ from apiserver.rbac.roles import (
     default_cluster_roles,
     parse_roles,
     rule,
-    selector_matches,
 )
 from tests.unit.test_rbac import binding, eventually, res, subject
 
