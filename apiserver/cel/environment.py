@@ -1,0 +1,23 @@
+"""The CEL environment of admission: Kubernetes' base environment (its extensions and libraries)
+with the caller's variables, every one of them dynamically typed."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_optional, ext_strings
+
+# Upstream's base environment has the strings extension at version 2 (since Kubernetes 1.29).
+STRINGS_VERSION = 2
+
+
+@functools.cache
+def environment(variables: tuple[str, ...]) -> Any:
+    """The environment that compiles expressions over `variables` (one per set of names: building
+    it registers every library function)."""
+    return cel.NewEnv(
+        variables={name: cel.Type.DYN for name in variables},
+        extensions=[ext_strings.ExtStrings(STRINGS_VERSION), ext_optional.ExtOptional()],
+    )

@@ -1,0 +1,47 @@
+"""Compiling an expression once, evaluating it many times."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from apiserver.cel.bounds import check_mapped_lists, maps_lists
+from apiserver.cel.environment import environment
+from apiserver.cel.errors import CompileError, EvaluationError, compile_message, evaluation_message
+from apiserver.cel.values import plain
+
+
+class Program:
+    """One compiled expression; reusable, and safe to evaluate from any number of requests."""
+
+    __slots__ = ("_compiled", "_maps_lists", "source")
+
+    def __init__(self, source: str, compiled: Any) -> None:
+        self.source = source
+        self._compiled = compiled
+        self._maps_lists = maps_lists(source)
+
+    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+        """The expression's value over `activation` (JSON-like values by variable name; None for an
+        absent object), as plain Python values."""
+        if self._maps_lists:
+            check_mapped_lists(activation)
+        try:
+            value = self._compiled.eval(data=activation)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise EvaluationError(evaluation_message(str(exc))) from None
+        if value.type().name() == "ERROR":
+            raise EvaluationError(evaluation_message(str(value.plain_value())))
+        return plain(value.plain_value())
+
+    def __repr__(self) -> str:
+        return f"Program({self.source!r})"
+
+
+def compile_expression(source: str, variables: Sequence[str]) -> Program:
+    """`source` compiled and type-checked over `variables` (each of them dynamically typed)."""
+    try:
+        compiled = environment(tuple(variables)).compile(source)
+    except RuntimeError as exc:
+        raise CompileError(compile_message(str(exc))) from None
+    return Program(source, compiled)
