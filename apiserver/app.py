@@ -9,10 +9,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-from apiserver.admission.chain import AdmissionChain
+from apiserver.admission.chain import AdmissionChain, ValidatingAdmission
 from apiserver.admission.namespace import NamespaceLifecycle
+from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.policy.plugin import ValidatingPolicies
+from apiserver.admission.sources import ClusterSource
 from apiserver.auth.authn import AuthenticatorChain
-from apiserver.config import Settings
+from apiserver.config import VALIDATING_ADMISSION_POLICY, Settings
 from apiserver.http import audit
 from apiserver.http.accessreviews import AccessReviewEndpoints
 from apiserver.http.discovery import Discovery, Resource
@@ -81,6 +84,7 @@ def build_app(
     kinds: Sequence[ResourceKind] = KINDS,
     namespaces: NamespaceLifecycle | None = None,
     workers: WorkerSet | None = None,
+    admission: AdmissionSource | None = None,
 ) -> web.Application:
     """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them,
     after namespace lifecycle when the cluster's namespaces are known), authorization over the
@@ -92,10 +96,12 @@ def build_app(
     reporter = workers is None or workers.index == 0
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
+    validating = _validating_plugins(settings, admission)
     for store in stores:
         store.admission = AdmissionChain(
             namespace=namespaces.admission(store.kind.group_resource) if namespaces else None,
             kind_checks=store.kind.admission(authz),
+            validating=validating,
         )
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
@@ -125,6 +131,8 @@ def build_app(
     _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
+    if isinstance(admission, ClusterSource):
+        _add_namespace_lifecycle(app, admission)
     _add_system_routes(app, storage, authz, namespaces, hooks, metrics, workers)
     app.on_startup.append(_all_done(started))  # after every start-up step above
     return app
@@ -320,8 +328,18 @@ def _add_storage_readiness(app: web.Application, storage: Storage, ready: Callab
     app.on_cleanup.insert(0, stop)
 
 
-def _add_namespace_lifecycle(app: web.Application, namespaces: NamespaceLifecycle) -> None:
-    """The cluster's namespaces are watched while the server runs."""
+def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:
+    """The validating plugins on, in upstream's order, over the admission configuration's source."""
+    if source is None:
+        return []
+    plugins: list[ValidatingAdmission] = []
+    if VALIDATING_ADMISSION_POLICY not in settings.disable_admission_plugins:
+        plugins.append(ValidatingPolicies(source))
+    return plugins
+
+
+def _add_namespace_lifecycle(app: web.Application, namespaces: NamespaceLifecycle | ClusterSource) -> None:
+    """The cluster's namespaces (or admission configuration) are watched while the server runs."""
 
     async def start(_app: web.Application) -> None:
         namespaces.start()

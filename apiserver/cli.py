@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from apiserver import __version__, logs, server, supervisor
-from apiserver.config import NAMESPACE_LIFECYCLE, Settings
+from apiserver.config import ADMISSION_PLUGINS, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.resources import KINDS
@@ -241,10 +241,15 @@ FLAGS = (
     ),
     Flag(
         "--disable-admission-plugins",
-        "admission plugins that should be disabled (in a cluster: NamespaceLifecycle)",
+        f"admission plugins that should be disabled: {', '.join(ADMISSION_PLUGINS)}",
         _comma_list,
-        check=lambda names: set(names) <= {NAMESPACE_LIFECYCLE},
-        check_error=f"--disable-admission-plugins: only {NAMESPACE_LIFECYCLE} can be disabled",
+        check=lambda names: set(names) <= set(ADMISSION_PLUGINS),
+        check_error=f"--disable-admission-plugins: only {', '.join(ADMISSION_PLUGINS)} can be disabled",
+    ),
+    Flag(
+        "--admission-config-file",
+        "ValidatingAdmissionPolicies, their bindings and params, and admission webhook "
+        "configurations (YAML or JSON) to apply instead of the cluster's",
     ),
     Flag(
         "--authentication-token-webhook-cache-ttl",

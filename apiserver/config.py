@@ -8,8 +8,18 @@ from pathlib import Path
 from apiserver.resources.base import ResourceKind
 from apiserver.standalone import default_data_dir
 
-# The one generic admission plugin, on in a cluster (k8s.io/apiserver's name for it).
+# The generic admission plugins (k8s.io/apiserver's names); namespace lifecycle is on in a cluster.
 NAMESPACE_LIFECYCLE = "NamespaceLifecycle"
+VALIDATING_ADMISSION_POLICY = "ValidatingAdmissionPolicy"
+VALIDATING_ADMISSION_WEBHOOK = "ValidatingAdmissionWebhook"
+MUTATING_ADMISSION_WEBHOOK = "MutatingAdmissionWebhook"
+# The generic plugins, by upstream's names, in upstream's order (all on unless disabled).
+ADMISSION_PLUGINS = (
+    NAMESPACE_LIFECYCLE,
+    MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_WEBHOOK,
+)
 
 
 @dataclass
@@ -60,6 +70,8 @@ class Settings:
     authorization_mode: str = "RBAC"
     # Standalone: Roles and ClusterRoles (YAML/JSON) on top of the default ClusterRoles.
     authorization_roles_file: str = ""
+    # Admission policies and webhook configurations from a manifest file instead of the cluster.
+    admission_config_file: str = ""
     # Who besides system:masters may call the SubjectAccessReview webhook endpoint.
     authorize_endpoint_users: list[str] = field(default_factory=list)
     authorize_endpoint_groups: list[str] = field(default_factory=list)

@@ -17,6 +17,8 @@ from aiohttp import web
 
 from apiserver import pki, standalone
 from apiserver.admission.namespace import NamespaceLifecycle
+from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.sources import ClusterSource, ManifestSource
 from apiserver.auth.authn import (
     Authenticator,
     RequestHeaderAuthenticator,
@@ -75,6 +77,8 @@ class Security:
     cluster: ClusterConnection | None = None
     clients: list[ClusterClient] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    # The cluster's namespaces, read once for namespace lifecycle and the admission policies.
+    namespaces: NamespaceLifecycle | None = None
 
     def authorization_config(self, settings: Settings) -> AuthorizationConfig:
         """What coreio's own authorization is told: the flags, and the cluster to delegate to."""
@@ -93,9 +97,24 @@ class Security:
         kubeconfig (or the delegation's, or the pod's own credentials); none standalone."""
         if NAMESPACE_LIFECYCLE in settings.disable_admission_plugins:
             return None
-        kubeconfig = settings.kubeconfig or settings.authorization_kubeconfig
-        cluster = cluster_connection(kubeconfig or settings.authentication_kubeconfig, settings)
-        return NamespaceLifecycle.over(ClusterReader(cluster)) if cluster is not None else None
+        return self._namespaces(settings)
+
+    def _namespaces(self, settings: Settings) -> NamespaceLifecycle | None:
+        if self.namespaces is None:
+            kubeconfig = settings.kubeconfig or settings.authorization_kubeconfig
+            cluster = cluster_connection(kubeconfig or settings.authentication_kubeconfig, settings)
+            self.namespaces = NamespaceLifecycle.over(ClusterReader(cluster)) if cluster is not None else None
+        return self.namespaces
+
+    def admission_source(self, settings: Settings) -> AdmissionSource | None:
+        """Where the admission policies and webhooks come from: the file given, else the cluster
+        (none standalone without a file). Raises ManifestError for a file that cannot be read."""
+        if settings.admission_config_file:
+            return ManifestSource.from_file(Path(settings.admission_config_file))
+        namespaces = self._namespaces(settings)
+        if namespaces is None:
+            return None
+        return ClusterSource(ClusterReader(namespaces.namespaces.reader.connection), namespaces)
 
     async def close(self, _app: web.Application | None = None) -> None:
         for task in self.tasks:

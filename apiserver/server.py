@@ -23,6 +23,7 @@ from aiohttp import web
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from apiserver import pki, standalone
+from apiserver.admission.objects import AdmissionSource
 from apiserver.app import SYSTEM_KEY, build_app
 from apiserver.audit import backend
 from apiserver.audit.backend import AuditOptions
@@ -33,6 +34,7 @@ from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
 from apiserver.http.system import SystemEndpoints
 from apiserver.http.workermetrics import WorkerSet
+from apiserver.machinery.manifest import ManifestError
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
@@ -361,11 +363,19 @@ def configure_audit(settings: Settings) -> None:
         raise StartError(f"failed to open audit log: {go_os_error(exc)}") from None
 
 
+def admission_source(security: Security, settings: Settings) -> AdmissionSource | None:
+    try:
+        return security.admission_source(settings)
+    except ManifestError as exc:
+        raise StartError(f"--admission-config-file: {exc}") from None
+
+
 async def start(
     settings: Settings, kinds: Sequence[ResourceKind], security: Security, workers: WorkerSet | None = None
 ) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
+    admission = admission_source(security, settings)
     storage, described = open_storage(storage_options(settings, kinds))
     configure_audit(settings)
     app = build_app(
@@ -376,6 +386,7 @@ async def start(
         kinds,
         namespaces=security.namespace_lifecycle(settings),
         workers=workers,
+        admission=admission,
     )
     app.on_cleanup.append(security.close)
     lifecycle = app[LIFECYCLE_KEY] = Lifecycle()

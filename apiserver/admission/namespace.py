@@ -30,16 +30,25 @@ def namespace_phase(obj: JSON) -> str:
     return str((obj.get("status") or {}).get("phase") or "Active")
 
 
+def namespace_object(obj: JSON) -> JSON:
+    """What is kept of a Namespace: what admission policies see of it as `namespaceObject` (its
+    metadata without managedFields or ownerReferences, spec and status), upstream's
+    CreateNamespaceObject."""
+    meta = obj.get("metadata") or {}
+    kept = {key: value for key, value in meta.items() if key not in ("managedFields", "ownerReferences")}
+    return {"metadata": kept, "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
+
+
 class NamespaceLifecycle:
     """The admission check over an informer of the cluster's namespaces."""
 
-    def __init__(self, namespaces: Reflector[str]) -> None:
+    def __init__(self, namespaces: Reflector[JSON]) -> None:
         self.namespaces = namespaces
 
     @classmethod
     def over(cls, reader: ClusterReader) -> NamespaceLifecycle:
-        """A plugin whose informer keeps each of the cluster's namespaces with its phase."""
-        return cls(Reflector(reader, NAMESPACES_PATH, namespace_phase))
+        """A plugin whose informer keeps each of the cluster's namespaces (`namespace_object`)."""
+        return cls(Reflector(reader, NAMESPACES_PATH, namespace_object))
 
     def start(self) -> None:
         self.namespaces.start()
@@ -62,13 +71,20 @@ class NamespaceLifecycle:
 
     async def phase(self, namespace: str, *, creating: bool) -> str:
         """The namespace's phase; 404 NotFound (as the cluster words it) when it does not exist."""
+        obj = await self.namespace(namespace, creating=creating)
+        if obj is None:
+            raise not_found_error(NAMESPACES, namespace)
+        return namespace_phase(obj)
+
+    async def namespace(self, namespace: str, *, creating: bool = False) -> JSON | None:
+        """The namespace as kept (`namespace_object`); None when the cluster has none."""
         await self._ready()
-        if (phase := self.namespaces.items.get(("", namespace))) is not None:
-            return phase
+        if (obj := self.namespaces.items.get(("", namespace))) is not None:
+            return obj
         if creating:
             await asyncio.sleep(MISSING_NAMESPACE_WAIT)
-            if (phase := self.namespaces.items.get(("", namespace))) is not None:
-                return phase
+            if (obj := self.namespaces.items.get(("", namespace))) is not None:
+                return obj
         return await self._live(namespace)
 
     async def _ready(self) -> None:
@@ -78,14 +94,14 @@ class NamespaceLifecycle:
         except TimeoutError:
             raise StatusError(403, "Forbidden", "forbidden: not yet ready to handle request") from None
 
-    async def _live(self, namespace: str) -> str:
+    async def _live(self, namespace: str) -> JSON | None:
         try:
             obj = await self.namespaces.reader.get_json(f"{NAMESPACES_PATH}/{namespace}")
         except NotFound:
-            raise not_found_error(NAMESPACES, namespace) from None
+            return None
         except (OSError, TimeoutError, ValueError) as exc:
             raise StatusError(500, "InternalError", f"Internal error occurred: {exc}") from exc
-        return namespace_phase(obj)
+        return namespace_object(obj)
 
 
 def _terminating(resource: GroupResource, obj: JSON, namespace: str) -> StatusError:

@@ -55,9 +55,13 @@ class AdmissionSource(Protocol):
         there is none."""
         ...
 
+    async def namespaced(self, api_version: str, kind: str) -> bool | None:
+        """Whether objects of the kind live in namespaces; None when the kind is not known."""
+        ...
+
     async def params(
         self, api_version: str, kind: str, namespace: str, name: str, selector: JSON | None
     ) -> list[JSON]:
-        """The param objects of kind `kind` a binding's paramRef names: by `name`, or all that
+        """The param objects of the kind a binding's paramRef names: by `name`, or all that
         `selector` (a LabelSelector) matches; in `namespace` ("" for cluster-scoped kinds)."""
         ...

@@ -102,9 +102,17 @@ def delete_options_object(opts: DeleteOptions) -> JSON:
 
 
 def for_write(
-    kind: ResourceKind, operation: str, namespace: str, obj: JSON, old: JSON | None, opts: WriteOptions
+    kind: ResourceKind,
+    operation: str,
+    namespace: str,
+    obj: JSON,
+    old: JSON | None,
+    opts: WriteOptions,
+    name: str | None = None,
 ) -> AdmissionRequest:
-    name = str((obj.get("metadata") or {}).get("name") or "")
+    """`name`: the name the request gave, when the object's differs (a name generated since)."""
+    if name is None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
     options = write_options_object(operation, opts)
     return AdmissionRequest(kind, operation, namespace, name, obj, old, opts.user, opts.dry_run, options)
 
@@ -114,3 +122,42 @@ def for_delete(
 ) -> AdmissionRequest:
     options = delete_options_object(opts)
     return AdmissionRequest(kind, DELETE, namespace, name, None, old, opts.user, opts.dry_run, options)
+
+
+def _user_info(user: UserInfo | None) -> JSON:
+    """authentication/v1 UserInfo as JSON (empty fields left out)."""
+    if user is None:
+        return {}
+    info: dict[str, Any] = {}
+    if user.name:
+        info["username"] = user.name
+    if user.uid:
+        info["uid"] = user.uid
+    if user.groups:
+        info["groups"] = list(user.groups)
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra.items()}
+    return info
+
+
+def request_object(request: AdmissionRequest, uid: str = "") -> JSON:
+    """admission/v1 AdmissionRequest as JSON, without object and oldObject: what CEL's `request`
+    is (upstream's CreateAdmissionRequest; uid empty there) and the core of a webhook's review."""
+    kind = {"group": request.group, "version": request.version, "kind": request.kind.kind}
+    resource = {"group": request.group, "version": request.version, "resource": request.resource}
+    body: dict[str, Any] = {"uid": uid, "kind": kind, "resource": resource}
+    if request.subresource:
+        body["subResource"] = request.subresource
+    body["requestKind"] = dict(kind)
+    body["requestResource"] = dict(resource)
+    if request.subresource:
+        body["requestSubResource"] = request.subresource
+    if request.name:
+        body["name"] = request.name
+    if request.namespace:
+        body["namespace"] = request.namespace
+    body["operation"] = request.operation
+    body["userInfo"] = _user_info(request.user)
+    body["dryRun"] = request.dry_run
+    body["options"] = request.options
+    return body

@@ -107,9 +107,10 @@ def go_sharp_v(value: Any) -> str:
     return str(value)
 
 
-def go_json(value: Any) -> str:
-    """encoding/json's compact output (sorted keys, HTML-safe escapes)."""
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+def go_json(value: Any, *, struct: bool = False) -> str:
+    """encoding/json's compact output (HTML-safe escapes): keys sorted as a map's are, or in the
+    order given with `struct` (a struct's fields)."""
+    text = json.dumps(value, separators=(",", ":"), sort_keys=not struct, ensure_ascii=False)
     for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, escape)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 from apiserver.cluster.connection import ClusterConnection
 from apiserver.cluster.reflector import ClusterReader, Reflector
 from apiserver.machinery.errors import go_quote
+from apiserver.machinery.manifest import ManifestError, manifest_items
 from apiserver.machinery.selectors import label_selector_matches
 from apiserver.machinery.types import JSON
 from apiserver.resources import KINDS
@@ -424,22 +423,9 @@ ACCESS_REVIEWER_RULES = (
 
 def _documents(text: str, where: str) -> list[Any]:
     try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise RoleFormatError(f"{where}: {exc}") from exc
-    items: list[Any] = []
-    for doc in documents:
-        if isinstance(doc, list):
-            items.extend(doc)
-        elif (
-            isinstance(doc, dict)
-            and isinstance(doc.get("items"), list)
-            and str(doc.get("kind", "")).endswith("List")
-        ):
-            items.extend(doc["items"])
-        else:
-            items.append(doc)
-    return items
+        return manifest_items(text, where)
+    except ManifestError as exc:
+        raise RoleFormatError(str(exc)) from exc
 
 
 def parse_roles(text: str, where: str = "roles") -> list[Role]:

@@ -129,7 +129,7 @@ class ResourceStore:
             candidate = copy.deepcopy(obj)
             if generate:
                 objectmeta.metadata(candidate)["name"] = objectmeta.generate_name(str(meta["generateName"]))
-            created = await self._create_one(namespace, candidate, opts, retry_taken=generate)
+            created = await self._create_one(namespace, candidate, opts, retry_taken=generate, requested=meta)
             if created is not None:
                 return WriteResult(created, created=True, warnings=warnings)
         raise errors.already_exists_error(self.gr, str(objectmeta.metadata(obj).get("name", "")))
@@ -152,12 +152,15 @@ class ResourceStore:
         return self.field_manager.update(empty, obj, _manager(opts), reset=managedfields.requests_reset(raw))
 
     async def _create_one(
-        self, namespace: str, obj: JSON, opts: WriteOptions, *, retry_taken: bool
+        self, namespace: str, obj: JSON, opts: WriteOptions, *, retry_taken: bool, requested: JSON
     ) -> JSON | None:
-        """Stores `obj` as new; None when its name is taken and `retry_taken` (a generated name)."""
+        """Stores `obj` as new; None when its name is taken and `retry_taken` (a generated name).
+        `requested`: the metadata as the request gave it (admission is asked under its name)."""
         await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
         if self.admission is not None:
-            await self.admission.validate(admission.for_write(self.kind, CREATE, namespace, obj, None, opts))
+            name = str(requested.get("name") or "")
+            request = admission.for_write(self.kind, CREATE, namespace, obj, None, opts, name=name)
+            await self.admission.validate(request)
         name = str(obj["metadata"]["name"])
         key = self.key(namespace, name)
         with interpreted(self.gr, name):

@@ -14,6 +14,8 @@ import base64
 import math
 from dataclasses import dataclass
 
+from apiserver.admission.objects import GROUP as ADMISSION_GROUP
+from apiserver.admission.objects import PLURALS as ADMISSION_PLURALS
 from apiserver.machinery.types import JSON
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
 from apiserver.resources.rolebinding import GROUP as RBAC_GROUP
@@ -158,8 +160,9 @@ def access_reviewer(inst: Installation) -> list[JSON]:
 def rbac(inst: Installation) -> list[JSON]:
     """Delegated authentication and authorization (TokenReview, SubjectAccessReview and the
     extension-apiserver-authentication ConfigMap), read access to the cluster's Roles and
-    ClusterRoles for coreio's RBAC authorizer and to its Namespaces for namespace lifecycle
-    admission; and everyone's right to create the access reviews (`access_reviewer`)."""
+    ClusterRoles for coreio's RBAC authorizer, to its Namespaces for namespace lifecycle
+    admission and to its admission policies and webhook configurations; and everyone's right to
+    create the access reviews (`access_reviewer`)."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -172,6 +175,12 @@ def rbac(inst: Installation) -> list[JSON]:
             },
             # Namespace lifecycle admission: nothing is created in a namespace that does not exist.
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+            # The cluster's admission policies and webhooks apply to coreio's objects too.
+            {
+                "apiGroups": [ADMISSION_GROUP],
+                "resources": list(ADMISSION_PLURALS.values()),
+                "verbs": ["get", "list", "watch"],
+            },
         ],
     }
     return [

@@ -132,6 +132,19 @@ class AggregatedCoreio:
                     },
                     # Namespace lifecycle admission reads the cluster's namespaces.
                     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+                    # The cluster's admission policies and webhooks, which coreio applies.
+                    {
+                        "apiGroups": ["admissionregistration.k8s.io"],
+                        "resources": [
+                            "validatingadmissionpolicies",
+                            "validatingadmissionpolicybindings",
+                            "validatingwebhookconfigurations",
+                            "mutatingwebhookconfigurations",
+                        ],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    # The admission tests' params.
+                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
                 ],
             },
             {

@@ -157,6 +157,32 @@ class ControlPlane:
     def log_file(self) -> Path:
         return self.directory / "kube-apiserver.log"
 
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log: writes of RoleBindings (both groups) at Metadata, for the
+        differential tests of admission's audit annotations."""
+        return self.directory / "audit.log"
+
+    def _write_audit_policy(self) -> Path:
+        path = self.directory / "audit-policy.yaml"
+        rule = {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {"group": group, "resources": ["rolebindings"]}
+                for group in ("rbac.authorization.k8s.io", "rbac.authorization.core.io")
+            ],
+            "omitStages": ["RequestReceived"],
+        }
+        policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [rule, {"level": "None"}]}
+        path.write_text(json.dumps(policy))
+        return path
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+
     def flags(self) -> list[str]:
         overridden = {_flag_name(flag) for flag in self.extra_flags}
         return [f for f in self.default_flags() if _flag_name(f) not in overridden] + self.extra_flags
@@ -195,6 +221,8 @@ class ControlPlane:
             # 127.0.0.1 is no valid endpoint of the `kubernetes` Service; do not try to publish it.
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            f"--audit-policy-file={self._write_audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
             "--v=1",
         ]
 

@@ -40,6 +40,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--authorization-kubeconfig": ("authz.kubeconfig", "authz.kubeconfig"),
     "--authorization-mode": ("AlwaysAllow", "AlwaysAllow"),
     "--authorization-roles-file": ("roles.yaml", "roles.yaml"),
+    "--admission-config-file": ("admission.yaml", "admission.yaml"),
     "--authorize-endpoint-users": ("kube-apiserver", ["kube-apiserver"]),
     "--authorize-endpoint-groups": ("a,b", ["a", "b"]),
     "--disable-admission-plugins": ("NamespaceLifecycle", ["NamespaceLifecycle"]),
@@ -207,7 +208,8 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
         (["--workers", "-1"], "--workers must not be negative"),
         (
             ["--disable-admission-plugins", "AlwaysPullImages"],
-            "--disable-admission-plugins: only NamespaceLifecycle can be disabled",
+            "--disable-admission-plugins: only NamespaceLifecycle, MutatingAdmissionWebhook, "
+            "ValidatingAdmissionPolicy, ValidatingAdmissionWebhook can be disabled",
         ),
     ],
 )

@@ -1,0 +1,112 @@
+"""A ValidatingAdmissionPolicy's expressions, compiled once per revision of the configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from apiserver.cel import CompileError, EvaluationError, Program, compile_expression
+from apiserver.machinery.types import JSON
+
+# What every expression of a policy may name (upstream's admission CEL environment, without the
+# authorizer, which coreio does not offer to expressions yet).
+VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+FAIL = "Fail"
+IGNORE = "Ignore"
+
+
+class ExpressionError(Exception):
+    """An expression that failed to compile or evaluate, in upstream's words; `detail` is the
+    evaluator's own message."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Expression:
+    source: str
+    program: Program | None
+    compile_error: str = ""
+
+    @classmethod
+    def compile(cls, source: str) -> Expression:
+        try:
+            return cls(source, compile_expression(source, VARIABLES))
+        except CompileError as exc:
+            return cls(source, None, f"compilation failed: {exc}")
+
+    def run(self, activation: Mapping[str, Any]) -> Any:
+        """The expression's value; raises ExpressionError with upstream's wording."""
+        if self.program is None:
+            raise ExpressionError(f"compilation error: {self.compile_error}", self.compile_error)
+        try:
+            return self.program.evaluate(activation)
+        except EvaluationError as exc:
+            detail = str(exc)
+            raise ExpressionError(f"expression '{self.source}' resulted in error: {detail}", detail) from None
+
+
+@dataclass(frozen=True)
+class Validation:
+    expression: Expression
+    message: str
+    message_expression: Expression | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class AuditAnnotation:
+    key: str
+    value: Expression
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    name: str
+    spec: JSON
+    failure_policy: str
+    match_conditions: tuple[tuple[str, Expression], ...]
+    variables: tuple[tuple[str, Expression], ...]
+    validations: tuple[Validation, ...]
+    audit_annotations: tuple[AuditAnnotation, ...]
+
+    @property
+    def param_kind(self) -> JSON | None:
+        kind = self.spec.get("paramKind")
+        return kind if isinstance(kind, dict) else None
+
+
+def _validation(item: JSON) -> Validation:
+    message_expression = item.get("messageExpression")
+    return Validation(
+        Expression.compile(str(item.get("expression") or "")),
+        str(item.get("message") or ""),
+        Expression.compile(str(message_expression)) if message_expression else None,
+        str(item.get("reason") or ""),
+    )
+
+
+def compile_policy(policy: JSON) -> CompiledPolicy:
+    spec = policy.get("spec") or {}
+    name = str((policy.get("metadata") or {}).get("name") or "")
+    return CompiledPolicy(
+        name=name,
+        spec=spec,
+        failure_policy=str(spec.get("failurePolicy") or FAIL),
+        match_conditions=tuple(
+            (str(c.get("name") or ""), Expression.compile(str(c.get("expression") or "")))
+            for c in spec.get("matchConditions") or []
+        ),
+        variables=tuple(
+            (str(v.get("name") or ""), Expression.compile(str(v.get("expression") or "")))
+            for v in spec.get("variables") or []
+        ),
+        validations=tuple(_validation(item) for item in spec.get("validations") or []),
+        audit_annotations=tuple(
+            AuditAnnotation(str(a.get("key") or ""), Expression.compile(str(a.get("valueExpression") or "")))
+            for a in spec.get("auditAnnotations") or []
+        ),
+    )
