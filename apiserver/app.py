@@ -11,6 +11,7 @@ from aiohttp import web
 
 from apiserver.admission.chain import AdmissionChain
 from apiserver.admission.namespace import NamespaceLifecycle
+from apiserver.audit.metrics import METRICS as AUDIT_METRICS
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http import audit
@@ -100,6 +101,7 @@ def build_app(
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
+    metrics.add(AUDIT_METRICS)
     app = _application(settings, authenticator, in_flight, authz, metrics)
     app.cleanup_ctx.append(LoopLag(metrics.registry).context)
     app[STORAGE_KEY] = storage
