@@ -43,6 +43,10 @@ class Batcher:
         self._runner: asyncio.Task[None] | None = None
         self.sending: set[asyncio.Task[object]] = set()
 
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
     def offer(self, event: EncodedEvent) -> None:
         """Buffered, or dropped when the buffer is full or the batcher stopped."""
         if self._stopped or len(self._buffer) >= self.config.buffer_size:
@@ -59,11 +63,22 @@ class Batcher:
         while True:
             batch = await self.collect()
             if batch:
-                if self._throttle is not None:
-                    await asyncio.sleep(self._throttle.reserve())
+                await self._throttled(batch)
                 self._dispatch(batch)
             if self._stopped and not self._buffer:
                 return
+
+    async def _throttled(self, batch: list[EncodedEvent]) -> None:
+        """Once the throttle lets `batch` go; cancelled (a stop cut short), it is counted as lost."""
+        if self._throttle is None:
+            return
+        try:
+            await asyncio.sleep(self._throttle.reserve())
+        except asyncio.CancelledError:
+            METRICS.failed(
+                "buffered", len(batch), "audit backend shut down", [event.audit_id for event in batch]
+            )
+            raise
 
     async def collect(self) -> list[EncodedEvent]:
         """The next batch: up to the batch size, or what came within the batch wait (no wait when
