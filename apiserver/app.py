@@ -14,6 +14,7 @@ from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.policy.plugin import ValidatingPolicies
 from apiserver.admission.sources import ClusterSource
+from apiserver.audit.metrics import METRICS as AUDIT_METRICS
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import VALIDATING_ADMISSION_POLICY, Settings
 from apiserver.http import audit
@@ -96,16 +97,11 @@ def build_app(
     reporter = workers is None or workers.index == 0
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
-    validating = _validating_plugins(settings, admission)
-    for store in stores:
-        store.admission = AdmissionChain(
-            namespace=namespaces.admission(store.kind.group_resource) if namespaces else None,
-            kind_checks=store.kind.admission(authz),
-            validating=validating,
-        )
+    _add_admission(settings, stores, authz, namespaces, admission)
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
+    metrics.add(AUDIT_METRICS)
     app = _application(settings, authenticator, in_flight, authz, metrics)
     app.cleanup_ctx.append(LoopLag(metrics.registry).context)
     app[STORAGE_KEY] = storage
@@ -326,6 +322,23 @@ def _add_storage_readiness(app: web.Application, storage: Storage, ready: Callab
 
     app.on_startup.append(start)
     app.on_cleanup.insert(0, stop)
+
+
+def _add_admission(
+    settings: Settings,
+    stores: Sequence[ResourceStore],
+    authz: Authorization,
+    namespaces: NamespaceLifecycle | None,
+    source: AdmissionSource | None,
+) -> None:
+    """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins."""
+    validating = _validating_plugins(settings, source)
+    for store in stores:
+        store.admission = AdmissionChain(
+            namespace=namespaces.admission(store.kind.group_resource) if namespaces else None,
+            kind_checks=store.kind.admission(authz),
+            validating=validating,
+        )
 
 
 def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:

@@ -303,6 +303,54 @@ FLAGS = (
         check_error="--audit-log-maxsize can't be a negative number",
     ),
     Flag("--audit-log-format", "format of saved audits: structured JSON", choices=("json",)),
+    # The audit webhook: values checked as upstream checks them, at start (see audit.webhook.backend).
+    Flag(
+        "--audit-webhook-config-file",
+        "path to a kubeconfig formatted file that defines the audit webhook configuration",
+    ),
+    Flag(
+        "--audit-webhook-mode",
+        "strategy for sending audit events: blocking makes the answer wait for the webhook, batch buffers"
+        " and sends asynchronously, blocking-strict also refuses a request whose first event fails",
+        choices=("batch", "blocking", "blocking-strict"),
+    ),
+    Flag(
+        "--audit-webhook-batch-buffer-size",
+        "events buffered before batching (batch mode; more are dropped)",
+        int,
+    ),
+    Flag("--audit-webhook-batch-max-size", "the maximum size of a batch (batch mode)", int),
+    Flag(
+        "--audit-webhook-batch-max-wait",
+        "how long to wait before sending a batch that is not full (batch mode)",
+        _duration,
+    ),
+    Flag("--audit-webhook-batch-throttle-enable", "whether batches are throttled (batch mode)", _bool),
+    Flag("--audit-webhook-batch-throttle-qps", "the most batches a second, on average (batch mode)", float),
+    Flag(
+        "--audit-webhook-batch-throttle-burst",
+        "the most batches at once if the QPS was not used before (batch mode)",
+        int,
+    ),
+    Flag(
+        "--audit-webhook-initial-backoff",
+        "the amount of time to wait before retrying the first failed request",
+        _duration,
+        aliases=("--audit-webhook-batch-initial-backoff",),
+    ),
+    Flag("--audit-webhook-truncate-enabled", "whether event and batch truncating is enabled", _bool),
+    Flag(
+        "--audit-webhook-truncate-max-batch-size",
+        "the largest batch sent, in bytes; larger ones are split",
+        int,
+    ),
+    Flag(
+        "--audit-webhook-truncate-max-event-size",
+        "the largest event sent, in bytes; a larger one loses its request and response bodies, then is"
+        " dropped",
+        int,
+    ),
+    Flag("--audit-webhook-version", "API group and version of the events sent", choices=("audit.k8s.io/v1",)),
     Flag("--min-request-timeout", _MIN_REQUEST_TIMEOUT_HELP, _seconds),
     Flag(
         "--watch-bookmark-interval",

@@ -66,6 +66,22 @@ class Settings:
     audit_log_maxbackup: int = 0
     audit_log_maxage: int = 0
     audit_log_format: str = "json"
+    # The audit webhook (kube-apiserver's --audit-webhook-*): a kubeconfig naming the service the
+    # events are POSTed to (empty: none); batch (buffered, throttled), blocking or blocking-strict;
+    # retried from initial_backoff seconds on; optionally truncated (sizes in bytes).
+    audit_webhook_config_file: str = ""
+    audit_webhook_mode: str = "batch"
+    audit_webhook_batch_buffer_size: int = 10000
+    audit_webhook_batch_max_size: int = 400
+    audit_webhook_batch_max_wait: float = 30.0
+    audit_webhook_batch_throttle_enable: bool = True
+    audit_webhook_batch_throttle_qps: float = 10.0
+    audit_webhook_batch_throttle_burst: int = 15
+    audit_webhook_initial_backoff: float = 10.0
+    audit_webhook_truncate_enabled: bool = False
+    audit_webhook_truncate_max_batch_size: int = 10 * 1024 * 1024
+    audit_webhook_truncate_max_event_size: int = 100 * 1024
+    audit_webhook_version: str = "audit.k8s.io/v1"
     # RBAC over the stored RoleBindings (the default) or AlwaysAllow.
     authorization_mode: str = "RBAC"
     # Standalone: Roles and ClusterRoles (YAML/JSON) on top of the default ClusterRoles.

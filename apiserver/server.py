@@ -29,6 +29,10 @@ from apiserver.audit import backend
 from apiserver.audit.backend import AuditOptions
 from apiserver.audit.logfile import Rotation
 from apiserver.audit.policy import PolicyError
+from apiserver.audit.webhook.backend import WebhookOptions, WebhookOptionsError
+from apiserver.audit.webhook.batch import BatchConfig
+from apiserver.audit.webhook.client import WebhookConfigError
+from apiserver.audit.webhook.truncate import TruncateConfig
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
@@ -353,14 +357,56 @@ def serving_certificate(reached: Endpoint, trusted_cas: list[Path]) -> pki.Servi
 
 
 def configure_audit(settings: Settings) -> None:
-    """The audit policy read and the audit log opened; StartError when either cannot be."""
+    """The audit policy read, the audit log opened and the webhook set up; StartError when one
+    cannot be."""
     rotation = Rotation(settings.audit_log_maxsize, settings.audit_log_maxbackup, settings.audit_log_maxage)
+    options = AuditOptions(
+        settings.audit_log_path, settings.audit_policy_file, rotation, webhook_options(settings)
+    )
     try:
-        backend.configure(AuditOptions(settings.audit_log_path, settings.audit_policy_file, rotation))
+        backend.configure(options)
     except PolicyError as exc:
         raise StartError(f"loading audit policy file: {exc}") from None
     except OSError as exc:
         raise StartError(f"failed to open audit log: {go_os_error(exc)}") from None
+    except WebhookOptionsError as exc:
+        raise StartError(str(exc)) from None
+    except WebhookConfigError as exc:
+        raise StartError(f"initializing audit webhook: {exc}") from None
+
+
+def webhook_options(settings: Settings) -> WebhookOptions:
+    """The --audit-webhook-* flags."""
+    batch = BatchConfig(
+        settings.audit_webhook_batch_buffer_size,
+        settings.audit_webhook_batch_max_size,
+        settings.audit_webhook_batch_max_wait,
+        settings.audit_webhook_batch_throttle_enable,
+        settings.audit_webhook_batch_throttle_qps,
+        settings.audit_webhook_batch_throttle_burst,
+    )
+    truncate = TruncateConfig(
+        settings.audit_webhook_truncate_enabled,
+        settings.audit_webhook_truncate_max_batch_size,
+        settings.audit_webhook_truncate_max_event_size,
+    )
+    return WebhookOptions(
+        settings.audit_webhook_config_file,
+        settings.audit_webhook_mode,
+        batch,
+        truncate,
+        settings.audit_webhook_initial_backoff,
+        settings.audit_webhook_version,
+    )
+
+
+async def start_audit(_app: web.Application) -> None:
+    backend.BACKEND.start()
+
+
+async def stop_audit(_app: web.Application) -> None:
+    """Once the requests are done: the audit webhook's last events sent."""
+    await backend.BACKEND.stop()
 
 
 def admission_source(security: Security, settings: Settings) -> AdmissionSource | None:
@@ -389,6 +435,8 @@ async def start(
         admission=admission,
     )
     app.on_cleanup.append(security.close)
+    app.on_startup.append(start_audit)
+    app.on_cleanup.append(stop_audit)
     lifecycle = app[LIFECYCLE_KEY] = Lifecycle()
     # Outermost, so that it counts each request until its answer is written.
     app.middlewares.insert(0, lifecycle.middleware)

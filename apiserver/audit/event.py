@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,8 @@ _FIELD_ORDER = (
     "annotations",
 )
 
-Sink = Callable[[dict[str, Any]], None]
+# Where each event goes; it may answer with what the request is to wait for (a blocking webhook).
+Sink = Callable[[dict[str, Any]], Awaitable[bool] | None]
 
 
 def micro_time(moment: datetime.datetime) -> str:
@@ -105,6 +106,8 @@ class RequestAudit:
     long_running: bool = False
     started: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
+    # The sink's deliveries not yet awaited (only a blocking webhook's).
+    pending: list[Awaitable[bool]] = field(default_factory=list)
 
     @property
     def level(self) -> Level:
@@ -160,7 +163,18 @@ class RequestAudit:
             fields["stageTimestamp"] = micro_time(now or datetime.datetime.now(datetime.UTC))
         if self.annotations:
             fields["annotations"] = dict(self.annotations)
-        self.sink({key: fields[key] for key in _FIELD_ORDER if key in fields})
+        delivery = self.sink({key: fields[key] for key in _FIELD_ORDER if key in fields})
+        if delivery is not None:
+            self.pending.append(delivery)
+
+    async def delivered(self) -> bool:
+        """Once the events written so far are delivered, where the sink makes the request wait for
+        them (upstream's blocking backends): False when one failed and the request must not go on."""
+        if not self.pending:
+            return True
+        pending, self.pending = self.pending, []
+        results = [await delivery for delivery in pending]
+        return all(results)
 
     def finish(self, code: int) -> None:
         """ResponseComplete, after ResponseStarted for a long-running request that never wrote its

@@ -63,6 +63,8 @@ def _pem(entry: JSON, key: str, base: Path) -> bytes | None:
 def load_kubeconfig(path: Path, context: str = "") -> ClusterConnection:
     """The connection of `context` (default: the current context) in the kubeconfig at `path`."""
     document = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: not a kubeconfig")
     base = path.parent
     ctx = _named(document, "contexts", context or str(document.get("current-context", "")))
     cluster = _named(document, "clusters", str(ctx.get("cluster", "")))

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from apiserver.audit.backend import BACKEND
 from apiserver.audit.event import REQUEST_RECEIVED, RESPONSE_STARTED, RequestAudit, RequestFacts, new_audit
+from apiserver.audit.metrics import METRICS
 from apiserver.audit.policy import Level
 from apiserver.auth.attributes import attributes_from_request
 from apiserver.auth.requestinfo import is_long_running
@@ -105,8 +106,24 @@ def _auth_methods(request: web.Request) -> str:
 async def audited(
     request: web.Request, audit: RequestAudit, handle: Callable[[], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """`handle()`'s answer, its events written around it."""
+    """`handle()`'s answer, its events written around it. A blocking audit webhook holds the
+    request until each is delivered; in blocking-strict mode, a RequestReceived event that could
+    not be is a 500, as upstream answers it."""
     audit.write(REQUEST_RECEIVED)
+    if not await audit.delivered():
+        METRICS.rejected.inc()
+        # Plain text, as upstream's responsewriters.InternalError.
+        text = f"Internal Server Error: {json.dumps(request.path_qs)}: failed to store audit event\n"
+        return web.Response(status=500, text=text, headers={"X-Content-Type-Options": "nosniff"})
+    try:
+        return await _handled(request, audit, handle)
+    finally:
+        await audit.delivered()
+
+
+async def _handled(
+    request: web.Request, audit: RequestAudit, handle: Callable[[], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     try:
         if audit.level >= Level.REQUEST and request.method in _BODY_METHODS and request.can_read_body:
             raw = await request.read()  # kept by aiohttp: the handler reads it again for free
@@ -174,3 +191,4 @@ async def on_response_prepare(request: web.BaseRequest, response: web.StreamResp
     if audit is not None and audit.long_running and not audit.started:
         audit.set_status(response.status)
         audit.write(RESPONSE_STARTED)
+        await audit.delivered()
