@@ -9,6 +9,9 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
+from apiserver.cel.library import FUNCTIONS
+from apiserver.cel.library.types import POOL
+
 # Upstream's base environment has the strings extension at version 2 (since Kubernetes 1.29).
 STRINGS_VERSION = 2
 
@@ -20,4 +23,6 @@ def environment(variables: tuple[str, ...]) -> Any:
     return cel.NewEnv(
         variables={name: cel.Type.DYN for name in variables},
         extensions=[ext_strings.ExtStrings(STRINGS_VERSION), ext_optional.ExtOptional()],
+        functions=list(FUNCTIONS),
+        descriptor_pool=POOL,
     )

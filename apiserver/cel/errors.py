@@ -83,7 +83,7 @@ _REWORDINGS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
         (r"^double out of int64 range$", lambda _m: "integer overflow"),
         (r"^(?:double|int64) out of uint64 range$", lambda _m: "unsigned integer overflow"),
         (r"^uint64 out of int64 range$", lambda _m: "integer overflow"),
-        (r"^cannot convert (\w+) to (\w+)$", _conversion),
+        (r"^cannot convert (string|bytes|double|int|uint|bool) to (int|uint|double|bool)$", _conversion),
         (r"^malformed UTF-8 bytes$", lambda _m: "invalid UTF-8 in bytes, cannot convert to string"),
         (r"^String to Timestamp conversion failed$", _string_to("google.protobuf.Timestamp")),
         (r"^String to Duration conversion failed$", _string_to("google.protobuf.Duration")),

@@ -1,0 +1,17 @@
+"""Kubernetes' CEL libraries, as Python functions declared to cel-expr-python."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cel_expr_python import cel
+
+from apiserver.cel.library import cidr, ip, lists, quantity
+
+FUNCTIONS: tuple[Any, ...] = (
+    *lists.FUNCTIONS,
+    *quantity.FUNCTIONS,
+    *ip.FUNCTIONS,
+    *cidr.FUNCTIONS,
+    cel.FunctionDecl("ip", [ip.STRING_TO_IP, cidr.IP_OF_CIDR]),
+)

@@ -1,0 +1,47 @@
+"""The library's object types (Quantity, URL, IP, CIDR) as protobuf messages: the way
+cel-expr-python lets a Python function hand CEL an opaque value of a named type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+# Upstream's type names, which CEL shows in `type(x)` and in the checker's reports.
+_MESSAGES = {"kubernetes": ("Quantity", "URL"), "net": ("IP", "CIDR")}
+
+
+def _file(package: str, names: tuple[str, ...]) -> descriptor_pb2.FileDescriptorProto:
+    described = descriptor_pb2.FileDescriptorProto(name=f"coreio_cel_{package}.proto", package=package)
+    described.syntax = "proto3"
+    for name in names:
+        message = described.message_type.add(name=name)
+        # One string: the value in a canonical form, so that equal values are equal messages.
+        message.field.add(
+            name="value",
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+    return described
+
+
+POOL = descriptor_pool.DescriptorPool()
+for _package, _names in _MESSAGES.items():
+    POOL.Add(_file(_package, _names))
+
+
+def _message_class(name: str) -> Any:
+    return message_factory.GetMessageClass(POOL.FindMessageTypeByName(name))
+
+
+Quantity = _message_class("kubernetes.Quantity")
+URL = _message_class("kubernetes.URL")
+IP = _message_class("net.IP")
+CIDR = _message_class("net.CIDR")
+
+QUANTITY = cel.Type("kubernetes.Quantity")
+URL_TYPE = cel.Type("kubernetes.URL")
+IP_TYPE = cel.Type("net.IP")
+CIDR_TYPE = cel.Type("net.CIDR")
