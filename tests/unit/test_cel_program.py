@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.cel import CompileError, EvaluationError, Program, compile_expression
+from apiserver.cel import Bindings, CompileError, EvaluationError, Program, compile_expression
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
 BINDING: dict[str, Any] = {
@@ -127,3 +127,14 @@ def test_the_same_variables_share_one_environment_and_others_get_theirs() -> Non
     assert compile_expression("a + b", ["a", "b"]).evaluate({"a": 1, "b": 2}) == 3
     with pytest.raises(CompileError, match="undeclared reference to 'b'"):
         compile_expression("a + b", ["a"])
+
+
+def test_bindings_serve_several_programs_as_a_mapping_would() -> None:
+    data = {"object": {"subjects": [{"name": f"u{i}"} for i in range(3)]}, "params": None}
+    bindings = Bindings(("object", "params"), data)
+    programs = [
+        compile_expression(source, ("object", "params"))
+        for source in ("object.subjects.map(s, s.name)", "params == null", "object.subjects.size()")
+    ]
+    assert [p.evaluate(bindings) for p in programs] == [p.evaluate(data) for p in programs]
+    assert programs[0].evaluate(bindings) == ["u0", "u1", "u2"]

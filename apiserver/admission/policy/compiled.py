@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.cel import CompileError, EvaluationError, Program, compile_expression
+from apiserver.cel import Bindings, CompileError, EvaluationError, Program, compile_expression
 from apiserver.machinery.types import JSON
 
 # What every expression of a policy may name (upstream's admission CEL environment, without the
@@ -38,7 +38,7 @@ class Expression:
         except CompileError as exc:
             return cls(source, None, f"compilation failed: {exc}")
 
-    def run(self, activation: Mapping[str, Any]) -> Any:
+    def run(self, activation: Mapping[str, Any] | Bindings) -> Any:
         """The expression's value; raises ExpressionError with upstream's wording."""
         if self.program is None:
             raise ExpressionError(f"compilation error: {self.compile_error}", self.compile_error)

@@ -10,12 +10,14 @@ from typing import Any
 
 from apiserver.admission.policy.compiled import (
     FAIL,
+    VARIABLES,
     AuditAnnotation,
     CompiledPolicy,
     Expression,
     ExpressionError,
     Validation,
 )
+from apiserver.cel import Bindings
 
 ADMIT = "Admit"
 DENY = "Deny"
@@ -53,21 +55,22 @@ class Evaluation:
 
     def __init__(self, policy: CompiledPolicy, activation: Mapping[str, Any]) -> None:
         self.policy = policy
-        self.activation = dict(activation)
         self.failed_variables: dict[str, str] = {}
         variables: dict[str, Any] = {}
-        self.activation["variables"] = variables
+        # Each variable sees those before it; the rest of the policy sees them all.
         for name, expression in policy.variables:
+            self.bindings = Bindings(VARIABLES, {**activation, "variables": dict(variables)})
             try:
                 variables[name] = self.run(expression)
             except ExpressionError as exc:
                 self.failed_variables[name] = exc.detail
+        self.bindings = Bindings(VARIABLES, {**activation, "variables": variables})
 
     def run(self, expression: Expression) -> Any:
         """As Expression.run; an expression that reads a variable which failed fails as upstream's
         lazily composited variable makes it fail."""
         try:
-            return expression.run(self.activation)
+            return expression.run(self.bindings)
         except ExpressionError as exc:
             missing = _NO_SUCH_KEY.search(exc.detail)
             if missing and missing.group(1) in self.failed_variables:
