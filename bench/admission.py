@@ -68,8 +68,8 @@ def body_template(group: str) -> str:
             "apiVersion": f"{group}/v1",
             "kind": "RoleBinding",
             "metadata": {"name": "__NAME__"},
-            "roleRef": {"apiGroup": KUBE_GROUP, "kind": "ClusterRole", "name": "view"},
-            "subjects": [{"apiGroup": KUBE_GROUP, "kind": "User", "name": "alice"}],
+            "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": group, "kind": "User", "name": "alice"}],
         }
     )
 

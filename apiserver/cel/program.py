@@ -51,8 +51,45 @@ class Program:
             raise EvaluationError(evaluation_message(str(value.plain_value())))
         return plain(value.plain_value())
 
+    @property
+    def output_type(self) -> str:
+        """The type the checker gives the expression, named as cel-go names it (`bool`, `dyn`,
+        `list(int)`, `null_type`)."""
+        return go_type_name(self._compiled.return_type().name())
+
     def __repr__(self) -> str:
         return f"Program({self.source!r})"
+
+
+_GO_NAMES = {
+    "NULL": "null_type",
+    "DURATION": "google.protobuf.Duration",
+    "TIMESTAMP": "google.protobuf.Timestamp",
+}
+
+
+def go_type_name(name: str) -> str:
+    """cel-expr-python's type name (`LIST<INT>`, `MAP<STRING, DYN>`) as cel-go's (`list(int)`)."""
+    if name in _GO_NAMES:
+        return _GO_NAMES[name]
+    for kind in ("LIST", "MAP"):
+        if name.startswith(f"{kind}<") and name.endswith(">"):
+            inner = name[len(kind) + 1 : -1]
+            parts = _split_params(inner)
+            return f"{kind.lower()}({', '.join(go_type_name(part) for part in parts)})"
+    return name.lower() if name.isupper() else name
+
+
+def _split_params(text: str) -> list[str]:
+    """`STRING, MAP<STRING, INT>` as its two top-level parameters."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+    parts.append(text[start:].strip())
+    return parts
 
 
 def compile_expression(source: str, variables: Sequence[str]) -> Program:

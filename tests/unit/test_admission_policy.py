@@ -119,8 +119,10 @@ def test_a_reason_sets_the_code(reason: str, code: int) -> None:
         ({"expression": "false", "messageExpression": "'x'.repeat(6000)", "message": "fixed"}, "fixed"),
         ({"expression": "false", "messageExpression": "object.missing", "message": "fixed"}, "fixed"),
         ({"expression": " false "}, "failed expression: false"),
-        # A result that is not true denies, even when it is no bool.
-        ({"expression": "'yes'", "message": "not a bool"}, "not a bool"),
+        # A result that is not true denies, even when it is no bool (an untyped field).
+        ({"expression": "object.roleRef.name", "message": "not a bool"}, "not a bool"),
+        # A type the checker knows is no bool is a compilation error.
+        ({"expression": "'yes'", "message": "x"}, "compilation error: must evaluate to bool but got string"),
     ],
 )
 def test_the_message_and_its_fallbacks(validation: JSON, message: str) -> None:
@@ -229,11 +231,16 @@ def test_audit_annotations_are_published_per_policy() -> None:
     error, notes = run([policy([{"expression": "true"}], auditAnnotations=annotations), binding(["Deny"])])
     assert error is None
     assert notes.annotations == {"p/role": "bound to view"}
-    unsupported = [{"key": "n", "valueExpression": "1"}]
+    unsupported = [{"key": "n", "valueExpression": "object.subjects"}]
     error = denied([policy([{"expression": "true"}], auditAnnotations=unsupported), binding(["Deny"])])
     assert error.message.endswith(
-        "denied request: valueExpression '1' resulted in unsupported return type: int. "
+        "denied request: valueExpression 'object.subjects' resulted in unsupported return type: list. "
         "Return type must be either string or null."
+    )
+    typed = [{"key": "n", "valueExpression": "1"}]
+    error = denied([policy([{"expression": "true"}], auditAnnotations=typed), binding(["Deny"])])
+    assert error.message.endswith(
+        "denied request: compilation error: must evaluate to one of [string null_type] but got int"
     )
 
 

@@ -13,6 +13,10 @@ from apiserver.machinery.types import JSON
 # authorizer, which coreio does not offer to expressions yet).
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
 FAIL = "Fail"
+# The types each kind of expression may evaluate to (upstream's ReturnTypes).
+BOOL = ("bool",)
+STRING = ("string",)
+STRING_OR_NULL = ("string", "null_type")
 IGNORE = "Ignore"
 
 
@@ -32,11 +36,18 @@ class Expression:
     compile_error: str = ""
 
     @classmethod
-    def compile(cls, source: str) -> Expression:
+    def compile(cls, source: str, returns: tuple[str, ...] = ()) -> Expression:
+        """`returns`: the types the expression may have (dyn always may), as upstream checks."""
         try:
-            return cls(source, compile_expression(source, VARIABLES))
+            program = compile_expression(source, VARIABLES)
         except CompileError as exc:
             return cls(source, None, f"compilation failed: {exc}")
+        found = program.output_type
+        if returns and found != "dyn" and found not in returns:
+            if len(returns) == 1:
+                return cls(source, None, f"must evaluate to {returns[0]} but got {found}")
+            return cls(source, None, f"must evaluate to one of [{' '.join(returns)}] but got {found}")
+        return cls(source, program)
 
     def run(self, activation: Mapping[str, Any] | Bindings) -> Any:
         """The expression's value; raises ExpressionError with upstream's wording."""
@@ -82,9 +93,9 @@ class CompiledPolicy:
 def _validation(item: JSON) -> Validation:
     message_expression = item.get("messageExpression")
     return Validation(
-        Expression.compile(str(item.get("expression") or "")),
+        Expression.compile(str(item.get("expression") or ""), BOOL),
         str(item.get("message") or ""),
-        Expression.compile(str(message_expression)) if message_expression else None,
+        Expression.compile(str(message_expression), STRING) if message_expression else None,
         str(item.get("reason") or ""),
     )
 
@@ -97,7 +108,7 @@ def compile_policy(policy: JSON) -> CompiledPolicy:
         spec=spec,
         failure_policy=str(spec.get("failurePolicy") or FAIL),
         match_conditions=tuple(
-            (str(c.get("name") or ""), Expression.compile(str(c.get("expression") or "")))
+            (str(c.get("name") or ""), Expression.compile(str(c.get("expression") or ""), BOOL))
             for c in spec.get("matchConditions") or []
         ),
         variables=tuple(
@@ -106,7 +117,10 @@ def compile_policy(policy: JSON) -> CompiledPolicy:
         ),
         validations=tuple(_validation(item) for item in spec.get("validations") or []),
         audit_annotations=tuple(
-            AuditAnnotation(str(a.get("key") or ""), Expression.compile(str(a.get("valueExpression") or "")))
+            AuditAnnotation(
+                str(a.get("key") or ""),
+                Expression.compile(str(a.get("valueExpression") or ""), STRING_OR_NULL),
+            )
             for a in spec.get("auditAnnotations") or []
         ),
     )
