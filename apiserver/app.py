@@ -97,7 +97,7 @@ def build_app(
     reporter = workers is None or workers.index == 0
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
-    _add_admission(settings, stores, authz, namespaces, admission)
+    admission_used = _add_admission(settings, stores, authz, namespaces, admission)
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
@@ -127,7 +127,7 @@ def build_app(
     _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
-    if isinstance(admission, ClusterSource):
+    if admission_used and isinstance(admission, ClusterSource):
         _add_namespace_lifecycle(app, admission)
     _add_system_routes(app, storage, authz, namespaces, hooks, metrics, workers)
     app.on_startup.append(_all_done(started))  # after every start-up step above
@@ -330,8 +330,9 @@ def _add_admission(
     authz: Authorization,
     namespaces: NamespaceLifecycle | None,
     source: AdmissionSource | None,
-) -> None:
-    """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins."""
+) -> bool:
+    """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins.
+    Whether any plugin reads the source (else the cluster's configuration is not watched)."""
     validating = _validating_plugins(settings, source)
     for store in stores:
         store.admission = AdmissionChain(
@@ -339,6 +340,7 @@ def _add_admission(
             kind_checks=store.kind.admission(authz),
             validating=validating,
         )
+    return bool(validating)
 
 
 def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:
