@@ -122,11 +122,14 @@ class RequestAudit:
         self.annotate(REASON_ANNOTATION, reason)
 
     def set_request_object(self, body: Any) -> None:
-        """The request's body; its name and namespace complete objectRef, as upstream's
-        LogRequestObject completes it (here only at the levels that read the body)."""
+        """The request's body, at the levels that keep it."""
         if self.level < Level.REQUEST or body is None:
             return
         self.event["requestObject"] = self._kept(body)
+
+    def complete_object_ref(self, body: Any) -> None:
+        """A create's or update's object completes objectRef (namespace, name, uid,
+        resourceVersion), at every level, as upstream's LogRequestObject does."""
         ref = self.event.get("objectRef")
         metadata = body.get("metadata") if isinstance(body, dict) else None
         if ref is not None and isinstance(metadata, dict):

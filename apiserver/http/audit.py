@@ -146,9 +146,16 @@ async def _handled(
     except Exception as exc:
         audit.panic(exc)
         raise
-    _answered(audit, response)
+    _answered(audit, response, request.method)
     audit.finish(response.status)
     return response
+
+
+def request_object(request: web.Request, body: Any) -> None:
+    """The decoded object of a create or an update: it completes the event's objectRef."""
+    audit = request.get(AUDIT_KEY)
+    if audit is not None:
+        audit.complete_object_ref(body)
 
 
 def _request_body(request: web.Request, raw: bytes) -> Any:
@@ -164,10 +171,12 @@ def _request_body(request: web.Request, raw: bytes) -> Any:
     return None
 
 
-def _answered(audit: RequestAudit, response: web.StreamResponse) -> None:
-    """What a written answer's body says: a Status's fields, and the body itself when the level is
-    RequestResponse (a streamed answer, a watch or a long list, has none to keep)."""
-    if audit.level < Level.REQUEST_RESPONSE and response.status < 400:
+def _answered(audit: RequestAudit, response: web.StreamResponse, method: str) -> None:
+    """What a written answer's body says: a Status's fields (at every level, as upstream's
+    LogResponseObject keeps them: an error's, or a delete's success), and the body itself when the
+    level is RequestResponse (a streamed answer, a watch or a long list, has none to keep)."""
+    maybe_status = response.status >= 400 or method == "DELETE"
+    if audit.level < Level.REQUEST_RESPONSE and not maybe_status:
         return
     if not isinstance(response, web.Response) or not isinstance(response.body, bytes):
         return

@@ -12,6 +12,7 @@ from aiohttp import web
 from apiserver.auth.attributes import attributes_from_request, request_user, resource_attributes
 from apiserver.auth.authz import AUTHORIZER_KEY
 from apiserver.auth.requestinfo import RequestInfo, split_path
+from apiserver.http import audit as auditing
 from apiserver.http import codec, query, table
 from apiserver.http.discovery import Discovery, etag
 from apiserver.http.metrics import AGGREGATED_DISCOVERY_KEY, METRICS_KEY
@@ -339,8 +340,11 @@ async def _authorize_unsafe_delete(request: web.Request, route: ResourceRoute) -
 
 
 async def _body(request: web.Request) -> tuple[str, codec.ParsedBody]:
-    """A create's or update's body, decoded (off the event loop when large)."""
-    return await codec.parse_body_off_loop(request.headers.get("Content-Type", ""), await request.read())
+    """A create's or update's body, decoded (off the event loop when large); it names the
+    object of the request's audit event."""
+    decoded = await codec.parse_body_off_loop(request.headers.get("Content-Type", ""), await request.read())
+    auditing.request_object(request, decoded[1].value)
+    return decoded
 
 
 async def _list_options(request: web.Request, route: ResourceRoute, *, watch: bool = False) -> ListOptions:

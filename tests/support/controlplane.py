@@ -159,7 +159,7 @@ class ControlPlane:
 
     @property
     def audit_log(self) -> Path:
-        """kube-apiserver's audit log: writes of RoleBindings (both groups) at Metadata, for the
+        """kube-apiserver's audit log: RoleBinding requests (both groups) at Metadata, for the
         differential tests of admission's audit annotations."""
         return self.directory / "audit.log"
 
@@ -167,7 +167,7 @@ class ControlPlane:
         path = self.directory / "audit-policy.yaml"
         rule = {
             "level": "Metadata",
-            "verbs": ["create", "update", "patch", "delete"],
+            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"],
             "resources": [
                 {"group": group, "resources": ["rolebindings"]}
                 for group in ("rbac.authorization.k8s.io", "rbac.authorization.core.io")
