@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -235,8 +236,6 @@ def normalized(answer: Answer, side: Side) -> JSON:
 
 
 def _mask_uids(text: str) -> str:
-    import re
-
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>", text)
     # Names generated from `gen-`.
     return re.sub(r"gen-[a-z0-9]{5}", "gen-<generated>", text)
