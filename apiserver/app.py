@@ -98,7 +98,7 @@ def build_app(
     reporter = workers is None or workers.index == 0
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
-    webhooks = _add_admission(settings, stores, authz, namespaces, admission)
+    admission_used, webhooks = _add_admission(settings, stores, authz, namespaces, admission)
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
@@ -128,7 +128,7 @@ def build_app(
     _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
-    if isinstance(admission, ClusterSource):
+    if admission_used and isinstance(admission, ClusterSource):
         _add_namespace_lifecycle(app, admission)
     if webhooks is not None:
         app.on_cleanup.append(lambda _app: webhooks.close())
@@ -333,9 +333,10 @@ def _add_admission(
     authz: Authorization,
     namespaces: NamespaceLifecycle | None,
     source: AdmissionSource | None,
-) -> AdmissionWebhooks | None:
+) -> tuple[bool, AdmissionWebhooks | None]:
     """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins.
-    The webhook plugins, whose client the server closes when it stops."""
+    Whether any plugin reads the source (else the cluster's configuration is not watched), and the
+    webhook plugins, whose client the server closes when it stops."""
     validating = _validating_plugins(settings, source)
     # Admission webhooks (MutatingAdmissionWebhook first, ValidatingAdmissionWebhook last).
     webhooks = AdmissionWebhooks.over(source, settings.disable_admission_plugins) if source else None
@@ -351,7 +352,7 @@ def _add_admission(
             kind_checks=store.kind.admission(authz),
             validating=validating,
         )
-    return webhooks
+    return bool(validating or mutating), webhooks
 
 
 def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:

@@ -121,12 +121,16 @@ class ClusterSource:
             informer.on_change.append(self._changed)
 
     def start(self) -> None:
+        """The informers, and the namespaces' (shared with namespace lifecycle, if that is on)."""
         for informer in self.informers.values():
             informer.start()
+        self.namespaces.start()
 
     async def stop(self) -> None:
         for informer in self.informers.values():
             await informer.stop()
+        await self.reader.close()
+        await self.namespaces.stop()
 
     def _changed(self) -> None:
         self._generation += 1
