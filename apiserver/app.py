@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-from apiserver.admission.chain import AdmissionChain, ValidatingAdmission
+from apiserver.admission.chain import AdmissionChain, MutatingAdmission, ValidatingAdmission
 from apiserver.admission.namespace import NamespaceLifecycle
 from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.policy.plugin import ValidatingPolicies
 from apiserver.admission.sources import ClusterSource
+from apiserver.admission.webhook.plugins import AdmissionWebhooks
 from apiserver.audit.metrics import METRICS as AUDIT_METRICS
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import VALIDATING_ADMISSION_POLICY, Settings
@@ -97,7 +98,7 @@ def build_app(
     reporter = workers is None or workers.index == 0
     config = dataclasses.replace(authorization_config or AuthorizationConfig(), reports_problems=reporter)
     authz = server_authorization(config, stores)
-    admission_used = _add_admission(settings, stores, authz, namespaces, admission)
+    admission_used, webhooks = _add_admission(settings, stores, authz, namespaces, admission)
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
@@ -129,6 +130,8 @@ def build_app(
         _add_namespace_lifecycle(app, namespaces)
     if admission_used and isinstance(admission, ClusterSource):
         _add_namespace_lifecycle(app, admission)
+    if webhooks is not None:
+        app.on_cleanup.append(lambda _app: webhooks.close())
     _add_system_routes(app, storage, authz, namespaces, hooks, metrics, workers)
     app.on_startup.append(_all_done(started))  # after every start-up step above
     return app
@@ -330,17 +333,26 @@ def _add_admission(
     authz: Authorization,
     namespaces: NamespaceLifecycle | None,
     source: AdmissionSource | None,
-) -> bool:
+) -> tuple[bool, AdmissionWebhooks | None]:
     """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins.
-    Whether any plugin reads the source (else the cluster's configuration is not watched)."""
+    Whether any plugin reads the source (else the cluster's configuration is not watched), and the
+    webhook plugins, whose client the server closes when it stops."""
     validating = _validating_plugins(settings, source)
+    # Admission webhooks (MutatingAdmissionWebhook first, ValidatingAdmissionWebhook last).
+    webhooks = AdmissionWebhooks.over(source, settings.disable_admission_plugins) if source else None
+    mutating: list[MutatingAdmission] = []
+    if webhooks is not None and webhooks.mutating is not None:
+        mutating.append(webhooks.mutating)
+    if webhooks is not None and webhooks.validating is not None:
+        validating.append(webhooks.validating)
     for store in stores:
         store.admission = AdmissionChain(
             namespace=namespaces.admission(store.kind.group_resource) if namespaces else None,
+            mutating=mutating,
             kind_checks=store.kind.admission(authz),
             validating=validating,
         )
-    return bool(validating)
+    return bool(validating or mutating), webhooks
 
 
 def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:

@@ -134,8 +134,11 @@ class ObjectDeletion:
         obj = self.objects.from_kv(current)
         check_preconditions(self.kind, self.opts, obj["metadata"], self.name)
         if self.admission is not None:
-            # Upstream's deleteValidation: the object being deleted is the request's oldObject.
-            await self.admission.validate(for_delete(self.kind, self.namespace, self.name, obj, self.opts))
+            # Upstream's deleteValidation: the object being deleted is the request's oldObject, seen
+            # by the mutating plugins (webhooks may refuse a delete) and then the validating ones.
+            request = for_delete(self.kind, self.namespace, self.name, obj, self.opts)
+            await self.admission.admit(request)
+            await self.admission.validate(request)
         marked = mark_for_deletion(obj, self.opts, garbage_collected=self.kind.garbage_collected)
         self.deleted = marked is None
         if marked is None:

@@ -155,10 +155,11 @@ class ResourceStore:
         self, namespace: str, obj: JSON, opts: WriteOptions, *, retry_taken: bool, requested: JSON
     ) -> JSON | None:
         """Stores `obj` as new; None when its name is taken and `retry_taken` (a generated name).
-        `requested`: the metadata as the request gave it (admission is asked under its name)."""
+        `requested`: the metadata as the request gave it (admission is asked under its name, or,
+        when it gave none, under the name generated: upstream's AdmissionToValidateObjectFunc)."""
         await offload.run(lambda: strategy.prepare_and_validate_create(self.kind, obj))
         if self.admission is not None:
-            name = str(requested.get("name") or "")
+            name = str(requested.get("name") or "") or None
             request = admission.for_write(self.kind, CREATE, namespace, obj, None, opts, name=name)
             await self.admission.validate(request)
         name = str(obj["metadata"]["name"])
