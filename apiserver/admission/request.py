@@ -124,22 +124,6 @@ def for_delete(
     return AdmissionRequest(kind, DELETE, namespace, name, None, old, opts.user, opts.dry_run, options)
 
 
-def _user_info(user: UserInfo | None) -> JSON:
-    """authentication/v1 UserInfo as JSON (empty fields left out)."""
-    if user is None:
-        return {}
-    info: dict[str, Any] = {}
-    if user.name:
-        info["username"] = user.name
-    if user.uid:
-        info["uid"] = user.uid
-    if user.groups:
-        info["groups"] = list(user.groups)
-    if user.extra:
-        info["extra"] = {key: list(values) for key, values in user.extra.items()}
-    return info
-
-
 def request_object(request: AdmissionRequest, uid: str = "") -> JSON:
     """admission/v1 AdmissionRequest as JSON, without object and oldObject: what CEL's `request`
     is (upstream's CreateAdmissionRequest; uid empty there) and the core of a webhook's review."""
@@ -157,7 +141,7 @@ def request_object(request: AdmissionRequest, uid: str = "") -> JSON:
     if request.namespace:
         body["namespace"] = request.namespace
     body["operation"] = request.operation
-    body["userInfo"] = _user_info(request.user)
+    body["userInfo"] = request.user.as_json() if request.user is not None else {}
     body["dryRun"] = request.dry_run
     body["options"] = request.options
     return body

@@ -196,12 +196,6 @@ def _resource_rule(rule: PolicyRule) -> JSON:
 def self_review(user: UserInfo, body: JSON, now: datetime | None = None) -> JSON:
     """Who the request is (after impersonation), as upstream's SelfSubjectReview answers."""
     _check_metadata(body, AUTHENTICATION_GROUP)
-    info: JSON = {"username": user.name}
-    if user.uid:
-        info["uid"] = user.uid
-    if user.groups:
-        info["groups"] = list(user.groups)
-    if user.extra:
-        info["extra"] = {key: list(values) for key, values in user.extra.items()}
+    info: JSON = user.as_json()
     created = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return _answer(AUTHENTICATION_GROUP, SELF_REVIEW, {"status": {"userInfo": info}}, created)

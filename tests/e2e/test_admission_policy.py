@@ -305,7 +305,8 @@ def normalized(answer: Answer, side: Side) -> JSON:
             "warnings": answer.warnings,
         }
     )
-    return json.loads(text.replace(UPSTREAM, OURS).replace(side.namespace, "<namespace>"))
+    rewritten: JSON = json.loads(text.replace(UPSTREAM, OURS).replace(side.namespace, "<namespace>"))
+    return rewritten
 
 
 def _admission_annotations(events: list[JSON], audit_id: str) -> JSON:

@@ -232,7 +232,8 @@ def normalized(answer: Answer, side: Side) -> JSON:
     )
     text = text.replace(UPSTREAM, OURS).replace(side.namespace, "<namespace>")
     # Random uids in messages (a response's uid that does not match the request's).
-    return json.loads(_mask_uids(text))
+    masked: JSON = json.loads(_mask_uids(text))
+    return masked
 
 
 def _mask_uids(text: str) -> str:

@@ -131,7 +131,7 @@ def _audit(server: ServerProcess, name: str, verb: str) -> dict[str, Any]:
     deadline = time.monotonic() + 10
     while True:
         for line in path.read_text().splitlines():
-            event = json.loads(line)
+            event: dict[str, Any] = json.loads(line)
             ref = event.get("objectRef") or {}
             if event["stage"] == "ResponseComplete" and event["verb"] == verb and ref.get("name") == name:
                 return event
@@ -216,7 +216,7 @@ def test_params_come_from_the_files_config_map(admin: Kubectl) -> None:
 
 def test_the_python_client_gets_the_status(server: ServerProcess) -> None:
     from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     api_client = config.new_client_from_config(str(server.kubeconfig))
     custom = client.CustomObjectsApi(api_client)
@@ -226,7 +226,7 @@ def test_the_python_client_gets_the_status(server: ServerProcess) -> None:
             "rbac.authorization.core.io", "v1", ENFORCED, "rolebindings", body
         )
     assert caught.value.status == 422
-    status = json.loads(caught.value.body)
+    status = json.loads(str(caught.value.body))
     assert status["reason"] == "Invalid"
     assert status["details"] == {
         "name": "py-root",

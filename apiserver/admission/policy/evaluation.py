@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.admission.conditions import conditions_hold
 from apiserver.admission.policy.compiled import (
     FAIL,
     VARIABLES,
@@ -18,6 +19,7 @@ from apiserver.admission.policy.compiled import (
     Validation,
 )
 from apiserver.cel import Bindings
+from apiserver.machinery.errors import aggregate_message
 
 ADMIT = "Admit"
 DENY = "Deny"
@@ -88,17 +90,11 @@ class Evaluation:
     def matches(self) -> Decision | None:
         """None when every matchCondition holds; an admit decision (not applicable) when one is
         false; an error decision (per failurePolicy) when some failed and none was false."""
-        errors: list[str] = []
-        for _name, expression in self.policy.match_conditions:
-            try:
-                value = self.run(expression)
-            except ExpressionError as exc:
-                errors.append(str(exc))
-                continue
-            if value is False:
-                return Decision(ADMIT)
-        if errors:
-            return self._error_decision(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+        holds, failures = conditions_hold(self.policy.match_conditions, self.run)
+        if not holds:
+            return Decision(ADMIT)
+        if failures:
+            return self._error_decision(aggregate_message(failures))
         return None
 
     def validate(self, validation: Validation) -> Decision:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver.admission import matching
+from apiserver.admission.conditions import conditions_hold
 from apiserver.admission.objects import AdmissionSource
-from apiserver.admission.policy.compiled import ExpressionError
 from apiserver.admission.request import AdmissionRequest, request_object
 from apiserver.admission.webhook.configuration import FAIL, Webhook
 from apiserver.machinery import errors
@@ -37,15 +37,9 @@ def _conditions_match(hook: Webhook, request: AdmissionRequest) -> bool:
         "params": None,
         "namespaceObject": None,
     }
-    failures: list[str] = []
-    for _name, expression in hook.conditions:
-        try:
-            value = expression.run(activation)
-        except ExpressionError as exc:
-            failures.append(str(exc))
-            continue
-        if value is False:
-            return False
+    holds, failures = conditions_hold(hook.conditions, lambda expression: expression.run(activation))
+    if not holds:
+        return False
     if not failures:
         return True
     if hook.failure_policy != FAIL:
