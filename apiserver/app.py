@@ -337,7 +337,7 @@ def _add_admission(
     """Each store's admission chain: namespace lifecycle, the kind's checks, the cluster's plugins.
     Whether any plugin reads the source (else the cluster's configuration is not watched), and the
     webhook plugins, whose client the server closes when it stops."""
-    validating = _validating_plugins(settings, source)
+    validating = _validating_plugins(settings, source, authz)
     # Admission webhooks (MutatingAdmissionWebhook first, ValidatingAdmissionWebhook last).
     webhooks = AdmissionWebhooks.over(source, settings.disable_admission_plugins) if source else None
     mutating: list[MutatingAdmission] = []
@@ -355,13 +355,15 @@ def _add_admission(
     return bool(validating or mutating), webhooks
 
 
-def _validating_plugins(settings: Settings, source: AdmissionSource | None) -> list[ValidatingAdmission]:
+def _validating_plugins(
+    settings: Settings, source: AdmissionSource | None, authz: Authorization
+) -> list[ValidatingAdmission]:
     """The validating plugins on, in upstream's order, over the admission configuration's source."""
     if source is None:
         return []
     plugins: list[ValidatingAdmission] = []
     if VALIDATING_ADMISSION_POLICY not in settings.disable_admission_plugins:
-        plugins.append(ValidatingPolicies(source))
+        plugins.append(ValidatingPolicies(source, authz.authorizer))
     return plugins
 
 

@@ -203,6 +203,26 @@ CASES = [
         ],
     ),
     Case(
+        "authorizer",
+        [
+            {"expression": "authorizer.requestResource.check('create').allowed()", "message": "no create"},
+            {
+                "expression": (
+                    "!authorizer.serviceAccount('default', 'nobody').group('').resource('pods')"
+                    ".namespace('default').check('get').allowed() || object.roleRef.name == 'view'"
+                ),
+                "message": "nobody is allowed",
+            },
+            {
+                "expression": "object.roleRef.name != 'edit' || "
+                "authorizer.serviceAccount('default', 'nobody').group('').resource('pods')"
+                ".check('get').allowed()",
+                "message": "edit needs nobody to read pods",
+            },
+        ],
+        steps=[create(rolebinding("authorized")), create(rolebinding("editor", "edit"))],
+    ),
+    Case(
         "dry-run",
         [NO_ADMIN],
         steps=[create(rolebinding("dry", "cluster-admin"), "dryRun=All")],

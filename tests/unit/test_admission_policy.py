@@ -13,6 +13,8 @@ import pytest
 from apiserver.admission.policy.plugin import ValidatingPolicies
 from apiserver.admission.request import CREATE, DELETE, AdmissionRequest
 from apiserver.admission.sources import ManifestSource
+from apiserver.auth.authz import Decision
+from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery import requestnotes
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.user import UserInfo
@@ -330,3 +332,98 @@ def test_a_delete_is_judged_on_the_old_object() -> None:
 def test_a_binding_without_its_policy_does_nothing() -> None:
     assert run([binding(["Deny"], policy_name="missing")])[0] is None
     assert json.dumps(run([policy([{"expression": "false"}])])[1].annotations) == "{}"
+
+
+class FakeAuthorizerForTests:
+    """Allows alice to create pods in `team` and to GET /healthz; the service account
+    team/builder to list secrets; fails on the group `broken`. Records what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, RequestInfo]] = []
+
+    async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        self.asked.append((user.name, info))
+        if info.api_group == "broken":
+            raise RuntimeError("the cluster did not answer")
+        rules = {
+            ("alice", "create", "pods", "team"),
+            ("system:serviceaccount:team:builder", "list", "secrets", ""),
+        }
+        if (user.name, info.verb, info.resource, info.namespace) in rules:
+            return Decision(True, "allowed by the fake")
+        if (user.name, info.verb, info.path) == ("alice", "get", "/healthz"):
+            return Decision(True, "path allowed")
+        return Decision(False, "")
+
+
+def judged(objects: list[JSON], authorizer: Any) -> StatusError | None:
+    async def validate() -> StatusError | None:
+        requestnotes.begin()
+        try:
+            await ValidatingPolicies(ManifestSource(objects), authorizer).validate(request())
+        except StatusError as exc:
+            return exc
+        return None
+
+    return asyncio.run(validate())
+
+
+@pytest.mark.parametrize(
+    ("expression", "allowed"),
+    [
+        ("authorizer.group('').resource('pods').namespace('team').check('create').allowed()", True),
+        ("authorizer.group('').resource('pods').namespace('other').check('create').allowed()", False),
+        (
+            "authorizer.group('').resource('pods').namespace('team').check('create').reason()"
+            " == 'allowed by the fake'",
+            True,
+        ),
+        ("authorizer.path('/healthz').check('get').allowed()", True),
+        (
+            "authorizer.serviceAccount('team', 'builder').group('').resource('secrets')"
+            ".check('list').allowed()",
+            True,
+        ),
+        ("authorizer.requestResource.check('create').allowed()", False),
+        ("authorizer.group('broken').resource('x').check('get').errored()", True),
+        (
+            "authorizer.group('broken').resource('x').check('get').error() == 'the cluster did not answer'",
+            True,
+        ),
+        ("authorizer.group('').resource('pods').check('get').errored()", False),
+    ],
+)
+def test_the_authorizer_checks_with_the_servers_authorizer(expression: str, allowed: bool) -> None:
+    fake = FakeAuthorizerForTests()
+    error = judged([policy([{"expression": expression, "message": "no"}]), binding(["Deny"])], fake)
+    assert (error is None) is allowed, error
+    assert fake.asked
+
+
+def test_the_request_resource_is_the_requests_own() -> None:
+    fake = FakeAuthorizerForTests()
+    judged(
+        [
+            policy([{"expression": "authorizer.requestResource.check('escalate').allowed()"}]),
+            binding(["Deny"]),
+        ],
+        fake,
+    )
+    ((name, info),) = fake.asked
+    assert name == "alice"
+    assert (info.verb, info.api_group, info.api_version, info.resource, info.namespace, info.name) == (
+        "escalate",
+        "rbac.authorization.core.io",
+        "*",
+        "rolebindings",
+        NAMESPACE,
+        "rb",
+    )
+
+
+def test_without_an_authorizer_a_check_is_an_error() -> None:
+    expression = "authorizer.group('').resource('pods').check('get').error()"
+    error = judged(
+        [policy([{"expression": f"{expression} == ''", "message": "errored"}]), binding(["Deny"])], None
+    )
+    assert error is not None and error.message.endswith("denied request: errored")

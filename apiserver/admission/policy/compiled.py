@@ -9,9 +9,17 @@ from typing import Any
 from apiserver.cel import Bindings, CompileError, EvaluationError, Program, compile_expression
 from apiserver.machinery.types import JSON
 
-# What every expression of a policy may name (upstream's admission CEL environment, without the
-# authorizer, which coreio does not offer to expressions yet).
-VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+# What every expression of a policy may name (upstream's admission CEL environment).
+VARIABLES = (
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "variables",
+    "authorizer",
+    "authorizer.requestResource",
+)
 FAIL = "Fail"
 # The types each kind of expression may evaluate to (upstream's ReturnTypes).
 BOOL = ("bool",)
@@ -83,6 +91,13 @@ class CompiledPolicy:
     variables: tuple[tuple[str, Expression], ...]
     validations: tuple[Validation, ...]
     audit_annotations: tuple[AuditAnnotation, ...]
+
+    @property
+    def uses_authorizer(self) -> bool:
+        """Whether an expression reads `authorizer` (its checks may have to ask the cluster)."""
+        expressions = [e for _, e in self.match_conditions] + [e for _, e in self.variables]
+        expressions += [v.expression for v in self.validations]
+        return any("authorizer" in expression.source for expression in expressions)
 
     @property
     def param_kind(self) -> JSON | None:

@@ -11,9 +11,12 @@ from typing import Any
 
 from apiserver.admission import matching
 from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.policy.authorization import checked
 from apiserver.admission.policy.compiled import FAIL, CompiledPolicy, compile_policy
 from apiserver.admission.policy.evaluation import DENY, REASON_INVALID, Decision, Result, evaluate
 from apiserver.admission.request import AdmissionRequest, request_object
+from apiserver.auth.authz import Authorizer
+from apiserver.cel.library import authz
 from apiserver.machinery import errors, offload, requestnotes
 from apiserver.machinery.errors import GroupResource, StatusError
 from apiserver.machinery.gofmt import go_json
@@ -32,8 +35,10 @@ class ConfigurationError(Exception):
 class ValidatingPolicies:
     """The plugin over a source of policies and bindings; policies compiled once per generation."""
 
-    def __init__(self, source: AdmissionSource) -> None:
+    def __init__(self, source: AdmissionSource, authorizer: Authorizer | None = None) -> None:
         self.source = source
+        # What `authorizer` checks in expressions ask (none: they answer with an error).
+        self.authorizer = authorizer
         self._generation = -1
         self._policies: list[tuple[CompiledPolicy, list[JSON]]] = []
 
@@ -101,17 +106,25 @@ class ValidatingPolicies:
         namespace = await self.source.namespace(request.namespace) if request.namespace else None
         if request.namespace and namespace is None:
             raise errors.not_found_error(GroupResource("", "namespaces"), request.namespace)
+        user = request.user.as_json() if request.user is not None else {}
         activation: dict[str, Any] = {
             "object": request.obj,
             "oldObject": request.old,
             "request": request_object(request),
             "namespaceObject": namespace,
+            "authorizer": authz.authorizer_for(user),
+            "authorizer.requestResource": authz.request_resource(
+                user, request.group, request.resource, request.subresource, request.namespace, request.name
+            ),
         }
         results = []
         for param in await self._params(policy, spec.get("paramRef"), request):
             activation["params"] = param
-            bound = dict(activation)
-            results.append(await offload.run(functools.partial(evaluate, policy, bound)))
+            step = functools.partial(evaluate, policy, dict(activation))
+            if policy.uses_authorizer:
+                results.append(await checked(step, self.authorizer))
+            else:
+                results.append(await offload.run(step))
         return results
 
     async def _params(

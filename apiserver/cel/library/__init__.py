@@ -6,12 +6,13 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from apiserver.cel.library import cidr, ip, lists, quantity
+from apiserver.cel.library import authz, cidr, ip, lists, quantity
 
 FUNCTIONS: tuple[Any, ...] = (
     *lists.FUNCTIONS,
     *quantity.FUNCTIONS,
     *ip.FUNCTIONS,
     *cidr.FUNCTIONS,
+    *authz.FUNCTIONS,
     cel.FunctionDecl("ip", [ip.STRING_TO_IP, cidr.IP_OF_CIDR]),
 )

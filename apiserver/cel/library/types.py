@@ -9,7 +9,11 @@ from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 # Upstream's type names, which CEL shows in `type(x)` and in the checker's reports.
-_MESSAGES = {"kubernetes": ("Quantity", "URL"), "net": ("IP", "CIDR")}
+_MESSAGES = {
+    "kubernetes": ("Quantity", "URL"),
+    "net": ("IP", "CIDR"),
+    "kubernetes.authorization": ("Authorizer", "PathCheck", "GroupCheck", "ResourceCheck", "Decision"),
+}
 
 
 def _file(package: str, names: tuple[str, ...]) -> descriptor_pb2.FileDescriptorProto:
@@ -45,3 +49,16 @@ QUANTITY = cel.Type("kubernetes.Quantity")
 URL_TYPE = cel.Type("kubernetes.URL")
 IP_TYPE = cel.Type("net.IP")
 CIDR_TYPE = cel.Type("net.CIDR")
+
+# The authorizer library's types: each holds its state (who asks, what is checked) as JSON.
+Authorizer = _message_class("kubernetes.authorization.Authorizer")
+PathCheck = _message_class("kubernetes.authorization.PathCheck")
+GroupCheck = _message_class("kubernetes.authorization.GroupCheck")
+ResourceCheck = _message_class("kubernetes.authorization.ResourceCheck")
+Decision = _message_class("kubernetes.authorization.Decision")
+
+AUTHORIZER_TYPE = cel.Type("kubernetes.authorization.Authorizer")
+PATH_CHECK_TYPE = cel.Type("kubernetes.authorization.PathCheck")
+GROUP_CHECK_TYPE = cel.Type("kubernetes.authorization.GroupCheck")
+RESOURCE_CHECK_TYPE = cel.Type("kubernetes.authorization.ResourceCheck")
+DECISION_TYPE = cel.Type("kubernetes.authorization.Decision")
