@@ -339,7 +339,8 @@ def _add_admission(
     webhook plugins, whose client the server closes when it stops."""
     validating = _validating_plugins(settings, source, authz)
     # Admission webhooks (MutatingAdmissionWebhook first, ValidatingAdmissionWebhook last).
-    webhooks = AdmissionWebhooks.over(source, settings.disable_admission_plugins) if source else None
+    disabled = settings.disable_admission_plugins
+    webhooks = AdmissionWebhooks.over(source, disabled, authorizer=authz.authorizer) if source else None
     mutating: list[MutatingAdmission] = []
     if webhooks is not None and webhooks.mutating is not None:
         mutating.append(webhooks.mutating)

@@ -20,6 +20,8 @@ from apiserver.admission.webhook.client import CallFailure, Endpoint, WebhookCli
 from apiserver.admission.webhook.errors import denied
 from apiserver.admission.webhook.mutating import MutatingWebhooks
 from apiserver.admission.webhook.validating import ValidatingWebhooks
+from apiserver.auth.authz import Decision
+from apiserver.auth.requestinfo import RequestInfo
 from apiserver.machinery import requestnotes
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.user import UserInfo
@@ -309,6 +311,37 @@ def test_match_conditions_skip_the_webhook_and_their_errors_follow_the_failure_p
     assert refused.message.startswith(
         'rolebindings.rbac.authorization.core.io "rb" is forbidden: expression '
     )
+
+
+class FakeAuthorizerForTests:
+    """Allows alice to `approve` rolebindings, nothing else."""
+
+    async def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        return Decision(user.name == "alice" and info.verb == "approve" and info.resource == "rolebindings")
+
+
+def test_match_conditions_may_ask_the_authorizer() -> None:
+    client = FakeWebhookClient(lambda _p, _r: {"allowed": False, "status": {"message": "called"}})
+    unapproved = [
+        {"name": "unapproved", "expression": "!authorizer.requestResource.check('approve').allowed()"}
+    ]
+    config = configuration("ValidatingWebhookConfiguration", webhook("w", matchConditions=unapproved))
+
+    async def run(user: str) -> StatusError | None:
+        requestnotes.begin()
+        req = request()
+        req = AdmissionRequest(RB, CREATE, NAMESPACE, "rb", req.obj, None, UserInfo(user), False, {})
+        plugin = ValidatingWebhooks(ManifestSource([config]), client, FakeAuthorizerForTests())
+        try:
+            await plugin.validate(req)
+        except StatusError as exc:
+            return exc
+        return None
+
+    # alice may approve: the condition is false and the webhook is not called.
+    assert asyncio.run(run("alice")) is None and client.sent == []
+    refused = asyncio.run(run("bob"))
+    assert refused is not None and "called" in refused.message and len(client.sent) == 1
 
 
 # ---------------------------------------------------------------- mutating

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apiserver.admission import matching
+from apiserver.admission.authorization import checked
 from apiserver.admission.objects import AdmissionSource
-from apiserver.admission.policy.authorization import checked
 from apiserver.admission.policy.compiled import FAIL, CompiledPolicy, compile_policy
 from apiserver.admission.policy.evaluation import DENY, REASON_INVALID, Decision, Result, evaluate
 from apiserver.admission.request import AdmissionRequest, request_object

@@ -19,6 +19,7 @@ from apiserver.admission.webhook.readiness import wait_ready
 from apiserver.admission.webhook.reinvocation import Reinvocation
 from apiserver.admission.webhook.review import JSON_PATCH
 from apiserver.admission.webhook.selection import should_call
+from apiserver.auth.authz import Authorizer
 from apiserver.machinery import errors, requestnotes
 from apiserver.machinery.gofmt import go_json
 from apiserver.machinery.types import JSON
@@ -30,9 +31,13 @@ FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 class MutatingWebhooks:
     """The plugin over a source of MutatingWebhookConfigurations."""
 
-    def __init__(self, source: AdmissionSource, client: WebhookClient) -> None:
+    def __init__(
+        self, source: AdmissionSource, client: WebhookClient, authorizer: Authorizer | None = None
+    ) -> None:
         self.source = source
         self.client = client
+        # What matchConditions' `authorizer` checks ask.
+        self.authorizer = authorizer
         self.webhooks = WebhookList(source, lambda objects: objects.mutating_webhooks)
 
     async def admit(self, request: AdmissionRequest) -> JSON | None:
@@ -53,7 +58,7 @@ class MutatingWebhooks:
         if round_ and state.last_output != request.obj:
             state.object_changed()
         for index, hook in enumerate(hooks):
-            if not await should_call(hook, request, self.source):
+            if not await should_call(hook, request, self.source, self.authorizer):
                 continue
             if round_ and hook.uid not in state.reinvoke:
                 continue

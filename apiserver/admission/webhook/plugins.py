@@ -10,6 +10,7 @@ from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.webhook.client import WebhookClient
 from apiserver.admission.webhook.mutating import MutatingWebhooks
 from apiserver.admission.webhook.validating import ValidatingWebhooks
+from apiserver.auth.authz import Authorizer
 
 MUTATING_ADMISSION_WEBHOOK = "MutatingAdmissionWebhook"
 VALIDATING_ADMISSION_WEBHOOK = "ValidatingAdmissionWebhook"
@@ -27,14 +28,16 @@ class AdmissionWebhooks:
         source: AdmissionSource,
         disabled: Collection[str] = (),
         services: Mapping[str, str] | None = None,
+        authorizer: Authorizer | None = None,
     ) -> AdmissionWebhooks:
         """The plugins not `disabled` (upstream's plugin names); `services`: Service DNS names
-        mapped to addresses (see client.py)."""
+        mapped to addresses (see client.py); `authorizer`: what matchConditions' checks ask."""
         client = WebhookClient(services)
-        mutating = MutatingWebhooks(source, client) if MUTATING_ADMISSION_WEBHOOK not in disabled else None
-        validating = (
-            ValidatingWebhooks(source, client) if VALIDATING_ADMISSION_WEBHOOK not in disabled else None
-        )
+        mutating = validating = None
+        if MUTATING_ADMISSION_WEBHOOK not in disabled:
+            mutating = MutatingWebhooks(source, client, authorizer)
+        if VALIDATING_ADMISSION_WEBHOOK not in disabled:
+            validating = ValidatingWebhooks(source, client, authorizer)
         return cls(client, mutating, validating)
 
     async def close(self) -> None:

@@ -9,10 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver.admission import matching
+from apiserver.admission.authorization import checked
 from apiserver.admission.conditions import conditions_hold
 from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.policy.compiled import VARIABLES
 from apiserver.admission.request import AdmissionRequest, request_object
 from apiserver.admission.webhook.configuration import FAIL, Webhook
+from apiserver.auth.authz import Authorizer
+from apiserver.cel import Bindings
+from apiserver.cel.library import authz
 from apiserver.machinery import errors
 from apiserver.machinery.errors import GroupResource, StatusError
 
@@ -26,18 +31,30 @@ async def _namespace_matches(
         return exc
 
 
-def _conditions_match(hook: Webhook, request: AdmissionRequest) -> bool:
+async def _conditions_match(hook: Webhook, request: AdmissionRequest, authorizer: Authorizer | None) -> bool:
     """True when no condition is false; errors as failurePolicy says (Fail: a 403)."""
     if not hook.conditions:
         return True
+    user = request.user.as_json() if request.user is not None else {}
     activation: dict[str, Any] = {
         "object": request.obj,
         "oldObject": request.old,
         "request": request_object(request),
         "params": None,
         "namespaceObject": None,
+        "authorizer": authz.authorizer_for(user),
+        "authorizer.requestResource": authz.request_resource(
+            user, request.group, request.resource, request.subresource, request.namespace, request.name
+        ),
     }
-    holds, failures = conditions_hold(hook.conditions, lambda expression: expression.run(activation))
+
+    def judge() -> tuple[bool, list[str]]:
+        # Bound in the thread that evaluates (the engine's values belong to the thread's arena).
+        bindings = Bindings(VARIABLES, activation)
+        return conditions_hold(hook.conditions, lambda expression: expression.run(bindings))
+
+    uses_authorizer = any("authorizer" in expression.source for _, expression in hook.conditions)
+    holds, failures = await checked(judge, authorizer) if uses_authorizer else judge()
     if not holds:
         return False
     if not failures:
@@ -48,7 +65,9 @@ def _conditions_match(hook: Webhook, request: AdmissionRequest) -> bool:
     raise errors.forbidden_error(resource, request.name, errors.aggregate_message(failures))
 
 
-async def should_call(hook: Webhook, request: AdmissionRequest, source: AdmissionSource) -> bool:
+async def should_call(
+    hook: Webhook, request: AdmissionRequest, source: AdmissionSource, authorizer: Authorizer | None = None
+) -> bool:
     """Whether `hook` is called for `request`; a StatusError when the request is refused instead."""
     namespace = await _namespace_matches(hook, request, source)
     if namespace is False:
@@ -59,4 +78,4 @@ async def should_call(hook: Webhook, request: AdmissionRequest, source: Admissio
         return False
     if isinstance(namespace, StatusError):
         raise namespace
-    return _conditions_match(hook, request)
+    return await _conditions_match(hook, request, authorizer)

@@ -17,6 +17,7 @@ from apiserver.admission.webhook.configuration import IGNORE, Webhook, WebhookLi
 from apiserver.admission.webhook.errors import CallingError, denied
 from apiserver.admission.webhook.readiness import wait_ready
 from apiserver.admission.webhook.selection import should_call
+from apiserver.auth.authz import Authorizer
 from apiserver.machinery import requestnotes
 from apiserver.machinery.errors import StatusError
 
@@ -26,14 +27,22 @@ FAILED_OPEN = "failed-open.validating.webhook.admission.k8s.io/"
 class ValidatingWebhooks:
     """The plugin over a source of ValidatingWebhookConfigurations."""
 
-    def __init__(self, source: AdmissionSource, client: WebhookClient) -> None:
+    def __init__(
+        self, source: AdmissionSource, client: WebhookClient, authorizer: Authorizer | None = None
+    ) -> None:
         self.source = source
         self.client = client
+        # What matchConditions' `authorizer` checks ask.
+        self.authorizer = authorizer
         self.webhooks = WebhookList(source, lambda objects: objects.validating_webhooks)
 
     async def validate(self, request: AdmissionRequest) -> None:
         await wait_ready(self.source, request)
-        called = [hook for hook in self.webhooks.current() if await should_call(hook, request, self.source)]
+        called = [
+            hook
+            for hook in self.webhooks.current()
+            if await should_call(hook, request, self.source, self.authorizer)
+        ]
         if not called:
             return
         failures: list[StatusError] = []

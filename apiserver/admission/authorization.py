@@ -1,10 +1,11 @@
-"""The `authorizer` of policy expressions, answered by the server's authorizer.
+"""The `authorizer` of admission expressions (policies, webhooks' matchConditions), answered by the
+server's authorizer.
 
 An expression's check runs inside the evaluator (a plain function call), while the server's
 authorizer is asynchronous (it may ask the cluster with a SubjectAccessReview). So a policy that
-reads `authorizer` is evaluated in a worker thread, whose checks are handed to the event loop and
-waited for; each distinct check is asked once per evaluation, as upstream's caching authorizer
-asks it once per request.
+reads `authorizer` (or a webhook whose conditions do) is evaluated in a worker thread, whose
+checks are handed to the event loop and waited for; each distinct check is asked once per
+evaluation, as upstream's caching authorizer asks it once per request.
 """
 
 from __future__ import annotations
