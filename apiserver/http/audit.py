@@ -72,7 +72,9 @@ def begin(
     )
     audit = new_audit(config, facts, user, info, BACKEND.write)
     # What admission notes for the audit (its annotations) goes into this event.
-    audit.annotations = requestnotes.current().annotations
+    notes = requestnotes.current()
+    audit.annotations = notes.annotations
+    notes.audit_level = int(config.level)
     audit.long_running = is_long_running(info)
     request[AUDIT_KEY] = audit
     return audit

@@ -12,18 +12,25 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+# The audit levels (apiserver.audit.policy.Level) an annotation may ask for.
+REQUEST_LEVEL = 2
+
 
 @dataclass
 class RequestNotes:
     warnings: list[str] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
+    # The level of the request's audit event (0: none), for annotations kept only from a level on.
+    audit_level: int = 0
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
 
-    def annotate(self, key: str, value: str) -> None:
-        """As upstream, the first value given for a key stays."""
-        self.annotations.setdefault(key, value)
+    def annotate(self, key: str, value: str, level: int = 0) -> None:
+        """As upstream, the first value given for a key stays; `level`: the audit level from
+        which it is kept (upstream's AddAnnotationWithLevel)."""
+        if self.audit_level >= level:
+            self.annotations.setdefault(key, value)
 
 
 # Set in the request's own task, so every later step of the same request sees it.
@@ -47,5 +54,5 @@ def warn(text: str) -> None:
     current().warn(text)
 
 
-def annotate(key: str, value: str) -> None:
-    current().annotate(key, value)
+def annotate(key: str, value: str, level: int = 0) -> None:
+    current().annotate(key, value, level)

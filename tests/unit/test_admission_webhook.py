@@ -370,6 +370,32 @@ def test_patches_apply_in_order_and_an_if_needed_webhook_is_reinvoked() -> None:
     }
 
 
+@pytest.mark.parametrize(("level", "kept"), [(1, False), (2, True), (3, True)])
+def test_the_patch_is_annotated_from_audit_level_request_on(level: int, kept: bool) -> None:
+    operations = [{"value": "yes", "path": "/metadata/labels", "op": "add"}]
+    client = FakeWebhookClient(
+        lambda _p, _r: patch([{"op": "add", "path": "/metadata/labels", "value": {"a": "<b>"}}])
+    )
+    del operations
+
+    async def run() -> requestnotes.RequestNotes:
+        notes = requestnotes.begin()
+        notes.audit_level = level
+        config = configuration("MutatingWebhookConfiguration", webhook("w"))
+        await MutatingWebhooks(ManifestSource([config]), client).admit(request())
+        return notes
+
+    annotations = asyncio.run(run()).annotations
+    key = "patch.webhook.admission.k8s.io/round_0_index_0"
+    assert (key in annotations) is kept
+    if kept:
+        assert annotations[key] == (
+            '{"configuration":"config","webhook":"w","patch":[{"op":"add","path":"/metadata/labels",'
+            '"value":{"a":"\\u003cb\\u003e"}}],"patchType":"JSONPatch"}'
+        )
+    assert "mutation.webhook.admission.k8s.io/round_0_index_0" in annotations
+
+
 def test_a_patch_on_a_delete_is_an_internal_error() -> None:
     client = FakeWebhookClient(lambda _p, _r: patch([{"op": "add", "path": "/x", "value": 1}]))
     req = request(None, DELETE, old=rolebinding())

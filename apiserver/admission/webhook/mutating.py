@@ -4,7 +4,8 @@ the object, a second round calling again those with `reinvocationPolicy: IfNeede
 the change (upstream reinvokes the whole mutating chain; its webhooks are the only plugin here that
 mutates). Each call is noted in the audit annotation
 `mutation.webhook.admission.k8s.io/round_<r>_index_<i>` (i: the webhook's place among all);
-a failed call under failurePolicy Ignore in `failed-open.mutation.webhook.admission.k8s.io/...`."""
+a failed call under failurePolicy Ignore in `failed-open.mutation.webhook.admission.k8s.io/...`;
+the patch applied, at audit level Request and above, in `patch.webhook.admission.k8s.io/...`."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from apiserver.machinery.gofmt import go_json
 from apiserver.machinery.types import JSON
 
 MUTATION = "mutation.webhook.admission.k8s.io/"
+PATCH = "patch.webhook.admission.k8s.io/"
 FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 
 
@@ -75,7 +77,7 @@ class MutatingWebhooks:
         """One webhook called and its failure acted on; the object it patched (None: untouched)."""
         patched: JSON | None = None
         try:
-            patched = await self._call(hook, request)
+            patched = await self._call(hook, request, where)
         except CallingError as exc:
             if hook.failure_policy != IGNORE:
                 raise exc.failed_closed() from None
@@ -87,7 +89,7 @@ class MutatingWebhooks:
             state.called(hook.uid, hook.reinvocation_policy == IF_NEEDED, changed)
         return patched if changed else None
 
-    async def _call(self, hook: Webhook, request: AdmissionRequest) -> JSON | None:
+    async def _call(self, hook: Webhook, request: AdmissionRequest, where: str) -> JSON | None:
         response = await call_webhook(self.client, hook, request, mutating=True)
         if not response.allowed:
             raise denied(hook.name, response.result)
@@ -104,4 +106,19 @@ class MutatingWebhooks:
         if response.patch_type != JSON_PATCH:
             reason = f'unsupported patch type "{response.patch_type}"'
             raise CallingError(hook.name, reason, denied(hook.name, response.result))
-        return apply_patch(request.kind, request.obj, operations)
+        patched = apply_patch(request.kind, request.obj, operations)
+        _note_patch(hook, where, operations)
+        return patched
+
+
+def _note_patch(hook: Webhook, where: str, operations: list[JSON]) -> None:
+    """The patch applied, for audit events at level Request and above (upstream's
+    PatchAuditAnnotation: each operation's keys in order, as Go writes a map)."""
+    patch = [{key: operation[key] for key in sorted(operation)} for operation in operations]
+    note = {
+        "configuration": hook.configuration,
+        "webhook": hook.name,
+        "patch": patch,
+        "patchType": JSON_PATCH,
+    }
+    requestnotes.annotate(f"{PATCH}{where}", go_json(note, struct=True), requestnotes.REQUEST_LEVEL)
