@@ -44,7 +44,12 @@ def _index_out_of_bounds(match: re.Match[str]) -> str:
 
 
 def _regex(match: re.Match[str]) -> str:
-    detail = match.group(1)
+    return regexp_error(match.group(1))
+
+
+def regexp_error(detail: str) -> str:
+    """RE2's report of a bad pattern (`missing ): (a`) as Go's regexp words it: `error parsing
+    regexp: missing closing ): `(a``."""
     for re2, go in _REGEX_WORDS:
         detail = detail.replace(re2, go, 1)
     text, _, pattern = detail.rpartition(": ")
@@ -59,6 +64,7 @@ _REGEX_WORDS = (
     ("bad repetition operator", "invalid nested repetition operator"),
     ("no argument for repetition operator", "missing argument to repetition operator"),
     ("invalid escape sequence", "invalid escape sequence"),
+    ("invalid repetition size", "invalid repeat count"),
 )
 
 _CONVERSION_TYPES = {"int": "int", "uint": "uint", "double": "double", "bool": "bool"}

@@ -6,7 +6,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from apiserver.cel.library import authz, cidr, ip, lists, quantity
+from apiserver.cel.library import authz, cidr, ip, lists, quantity, regex
 
 FUNCTIONS: tuple[Any, ...] = (
     *lists.FUNCTIONS,
@@ -14,5 +14,6 @@ FUNCTIONS: tuple[Any, ...] = (
     *ip.FUNCTIONS,
     *cidr.FUNCTIONS,
     *authz.FUNCTIONS,
+    *regex.FUNCTIONS,
     cel.FunctionDecl("ip", [ip.STRING_TO_IP, cidr.IP_OF_CIDR]),
 )
