@@ -6,11 +6,13 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from apiserver.cel.library import authz, cidr, ip, lists, quantity, regex
+from apiserver.cel.library import authz, cidr, ip, lists, ordering, quantity, regex, semver
 
 FUNCTIONS: tuple[Any, ...] = (
     *lists.FUNCTIONS,
     *quantity.FUNCTIONS,
+    *semver.FUNCTIONS,
+    *ordering.FUNCTIONS,
     *ip.FUNCTIONS,
     *cidr.FUNCTIONS,
     *authz.FUNCTIONS,

@@ -1,6 +1,6 @@
 """Kubernetes' quantity library: quantity(), isQuantity() and the arithmetic and comparisons of
-resource.Quantity (asInteger, asApproximateFloat, sign, isInteger, compareTo, isGreaterThan,
-isLessThan, add, sub)."""
+resource.Quantity (asInteger, asApproximateFloat, sign, isInteger, add, sub; compareTo,
+isGreaterThan and isLessThan are declared in ordering.py, shared with semver)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def _fits_int64(value: Fraction) -> bool:
     return value.denominator == 1 and -(2**63) <= value <= amounts.MAX_INT64
 
 
-def _compare(left: Any, right: Any) -> int:
+def compare(left: Any, right: Any) -> int:
+    """-1, 0 or 1 as `left` is less than, equal to or greater than `right`."""
     a, b = _amount(left), _amount(right)
     return (a > b) - (a < b)
 
@@ -86,9 +87,6 @@ FUNCTIONS = (
         "isQuantity", [cel.Overload("is_quantity_string", T.BOOL, [T.STRING], impl=_is_quantity)]
     ),
     _member("sign", T.INT, _sign),
-    _member("isGreaterThan", T.BOOL, lambda a, b: _compare(a, b) > 0, QUANTITY),
-    _member("isLessThan", T.BOOL, lambda a, b: _compare(a, b) < 0, QUANTITY),
-    _member("compareTo", T.INT, _compare, QUANTITY),
     _member("asApproximateFloat", T.DOUBLE, lambda q: float(_amount(q))),
     _member("asInteger", T.INT, _as_integer),
     _member("isInteger", T.BOOL, lambda q: _fits_int64(_amount(q))),

@@ -1,4 +1,4 @@
-"""The library's object types (Quantity, URL, IP, CIDR) as protobuf messages: the way
+"""The library's object types (Quantity, URL, Semver, IP, CIDR) as protobuf messages: the way
 cel-expr-python lets a Python function hand CEL an opaque value of a named type."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 # Upstream's type names, which CEL shows in `type(x)` and in the checker's reports.
 _MESSAGES = {
-    "kubernetes": ("Quantity", "URL"),
+    "kubernetes": ("Quantity", "URL", "Semver"),
     "net": ("IP", "CIDR"),
     "kubernetes.authorization": ("Authorizer", "PathCheck", "GroupCheck", "ResourceCheck", "Decision"),
 }
@@ -42,11 +42,13 @@ def _message_class(name: str) -> Any:
 
 Quantity = _message_class("kubernetes.Quantity")
 URL = _message_class("kubernetes.URL")
+Semver = _message_class("kubernetes.Semver")
 IP = _message_class("net.IP")
 CIDR = _message_class("net.CIDR")
 
 QUANTITY = cel.Type("kubernetes.Quantity")
 URL_TYPE = cel.Type("kubernetes.URL")
+SEMVER_TYPE = cel.Type("kubernetes.Semver")
 IP_TYPE = cel.Type("net.IP")
 CIDR_TYPE = cel.Type("net.CIDR")
 
