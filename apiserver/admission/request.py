@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from apiserver.cel.library import authz
 from apiserver.machinery.options import DeleteOptions, WriteOptions
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
@@ -145,3 +146,19 @@ def request_object(request: AdmissionRequest, uid: str = "") -> JSON:
     body["dryRun"] = request.dry_run
     body["options"] = request.options
     return body
+
+
+def cel_activation(request: AdmissionRequest, namespace: JSON | None = None) -> dict[str, Any]:
+    """The variables admission's CEL expressions read about the request (all but `params` and
+    `variables`): the objects, `request`, `namespaceObject`, and the `authorizer` for its user."""
+    user = request.user.as_json() if request.user is not None else {}
+    return {
+        "object": request.obj,
+        "oldObject": request.old,
+        "request": request_object(request),
+        "namespaceObject": namespace,
+        "authorizer": authz.authorizer_for(user),
+        "authorizer.requestResource": authz.request_resource(
+            user, request.group, request.resource, request.subresource, request.namespace, request.name
+        ),
+    }

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.aggregation import AggregatedCoreio
+from tests.support.aggregation import AggregatedCoreio, settled_audit_logs
 from tests.support.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
@@ -376,7 +376,9 @@ def test_policy_answers_as_kube_apiserver(
     try:
         _wait_active((upstream, ours))
         answers = [(upstream.send(step), ours.send(step)) for step in case.steps]
-        theirs_events, our_events = _settled_audit(plane, aggregated_coreio, answers)
+        theirs_events, our_events = settled_audit_logs(
+            plane, aggregated_coreio, [(t.audit_id, o.audit_id) for t, o in answers]
+        )
         for step, (theirs, mine) in zip(case.steps, answers, strict=True):
             where = f"{step.method} {step.name or (step.body and step.body['metadata']['name'])}"
             assert normalized(mine, ours) == normalized(theirs, upstream), where
@@ -386,18 +388,3 @@ def test_policy_answers_as_kube_apiserver(
     finally:
         for obj in reversed(objects):
             plane.run("delete", obj["kind"], obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
-
-
-def _settled_audit(
-    plane: ControlPlane, coreio: AggregatedCoreio, answers: list[tuple[Answer, Answer]]
-) -> tuple[list[JSON], list[JSON]]:
-    """Both audit logs, once every answered request's last event is in them."""
-    deadline = time.monotonic() + 10
-    while True:
-        theirs, ours = plane.audit_events(), coreio.audit_events()
-        have_theirs = {e.get("auditID") for e in theirs if e.get("stage") == "ResponseComplete"}
-        have_ours = {e.get("auditID") for e in ours if e.get("stage") == "ResponseComplete"}
-        if all(t.audit_id in have_theirs and o.audit_id in have_ours for t, o in answers):
-            return theirs, ours
-        assert time.monotonic() < deadline, "audit events not written"
-        time.sleep(0.1)

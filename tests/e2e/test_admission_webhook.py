@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.admission_webhook import AdmissionWebhookServer
-from tests.support.aggregation import AggregatedCoreio
+from tests.support.aggregation import AggregatedCoreio, settled_audit_logs
 from tests.support.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
@@ -305,24 +305,12 @@ def test_webhooks_answer_as_kube_apiserver(
 ) -> None:
     upstream, ours = sides[case.name]
     answers = [(upstream.send(step), ours.send(step)) for step in case.steps]
-    theirs_events, our_events = _settled_audit(control_plane, aggregated_coreio, answers)
+    theirs_events, our_events = settled_audit_logs(
+        control_plane, aggregated_coreio, [(t.audit_id, o.audit_id) for t, o in answers]
+    )
     for step, (theirs, mine) in zip(case.steps, answers, strict=True):
         where = f"{step.method} {step.name or (step.body and step.body['metadata'])}"
         assert normalized(mine, ours) == normalized(theirs, upstream), where
         assert _admission_annotations(our_events, mine.audit_id) == _admission_annotations(
             theirs_events, theirs.audit_id
         ), where
-
-
-def _settled_audit(
-    plane: ControlPlane, coreio: AggregatedCoreio, answers: list[tuple[Answer, Answer]]
-) -> tuple[list[JSON], list[JSON]]:
-    deadline = time.monotonic() + 10
-    while True:
-        theirs, ours = plane.audit_events(), coreio.audit_events()
-        have_theirs = {e.get("auditID") for e in theirs if e.get("stage") == "ResponseComplete"}
-        have_ours = {e.get("auditID") for e in ours if e.get("stage") == "ResponseComplete"}
-        if all(t.audit_id in have_theirs and o.audit_id in have_ours for t, o in answers):
-            return theirs, ours
-        assert time.monotonic() < deadline, "audit events not written"
-        time.sleep(0.1)

@@ -333,3 +333,19 @@ def aggregated_coreio(
         with contextlib.suppress(subprocess.SubprocessError, AssertionError):
             coreio.unregister()
         coreio.stop()
+
+
+def settled_audit_logs(
+    plane: ControlPlane, coreio: AggregatedCoreio, ids: list[tuple[str, str]], timeout: float = 10.0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """kube-apiserver's audit events and coreio's, once each pair's requests (their Audit-IDs,
+    kube-apiserver's first) have their ResponseComplete event in the logs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        theirs, ours = plane.audit_events(), coreio.audit_events()
+        have_theirs = {e.get("auditID") for e in theirs if e.get("stage") == "ResponseComplete"}
+        have_ours = {e.get("auditID") for e in ours if e.get("stage") == "ResponseComplete"}
+        if all(their_id in have_theirs and our_id in have_ours for their_id, our_id in ids):
+            return theirs, ours
+        assert time.monotonic() < deadline, "audit events not written"
+        time.sleep(0.1)

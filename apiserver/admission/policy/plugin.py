@@ -14,9 +14,8 @@ from apiserver.admission.authorization import checked
 from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.policy.compiled import FAIL, CompiledPolicy, compile_policy
 from apiserver.admission.policy.evaluation import DENY, REASON_INVALID, Decision, Result, evaluate
-from apiserver.admission.request import AdmissionRequest, request_object
+from apiserver.admission.request import AdmissionRequest, cel_activation
 from apiserver.auth.authz import Authorizer
-from apiserver.cel.library import authz
 from apiserver.machinery import errors, offload, requestnotes
 from apiserver.machinery.errors import GroupResource, StatusError
 from apiserver.machinery.gofmt import go_json
@@ -106,17 +105,7 @@ class ValidatingPolicies:
         namespace = await self.source.namespace(request.namespace) if request.namespace else None
         if request.namespace and namespace is None:
             raise errors.not_found_error(GroupResource("", "namespaces"), request.namespace)
-        user = request.user.as_json() if request.user is not None else {}
-        activation: dict[str, Any] = {
-            "object": request.obj,
-            "oldObject": request.old,
-            "request": request_object(request),
-            "namespaceObject": namespace,
-            "authorizer": authz.authorizer_for(user),
-            "authorizer.requestResource": authz.request_resource(
-                user, request.group, request.resource, request.subresource, request.namespace, request.name
-            ),
-        }
+        activation = cel_activation(request, namespace)
         results = []
         for param in await self._params(policy, spec.get("paramRef"), request):
             activation["params"] = param

@@ -6,18 +6,15 @@ failurePolicy Fail and skips the webhook under Ignore."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from apiserver.admission import matching
 from apiserver.admission.authorization import checked
 from apiserver.admission.conditions import conditions_hold
 from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.policy.compiled import VARIABLES
-from apiserver.admission.request import AdmissionRequest, request_object
+from apiserver.admission.request import AdmissionRequest, cel_activation
 from apiserver.admission.webhook.configuration import FAIL, Webhook
 from apiserver.auth.authz import Authorizer
 from apiserver.cel import Bindings
-from apiserver.cel.library import authz
 from apiserver.machinery import errors
 from apiserver.machinery.errors import GroupResource, StatusError
 
@@ -35,18 +32,7 @@ async def _conditions_match(hook: Webhook, request: AdmissionRequest, authorizer
     """True when no condition is false; errors as failurePolicy says (Fail: a 403)."""
     if not hook.conditions:
         return True
-    user = request.user.as_json() if request.user is not None else {}
-    activation: dict[str, Any] = {
-        "object": request.obj,
-        "oldObject": request.old,
-        "request": request_object(request),
-        "params": None,
-        "namespaceObject": None,
-        "authorizer": authz.authorizer_for(user),
-        "authorizer.requestResource": authz.request_resource(
-            user, request.group, request.resource, request.subresource, request.namespace, request.name
-        ),
-    }
+    activation = {**cel_activation(request), "params": None}
 
     def judge() -> tuple[bool, list[str]]:
         # Bound in the thread that evaluates (the engine's values belong to the thread's arena).
