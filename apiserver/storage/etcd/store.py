@@ -3,14 +3,13 @@ compare-and-swap transactions, revisions and compaction; watches are the watcher
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from aetcd import rpc
 
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.etcd.client import Client
 from apiserver.storage.etcd.compactor import CompactedRevision, compact_every
 from apiserver.storage.etcd.errors import LeaseNotFound, OutOfRange
@@ -84,8 +83,7 @@ class EtcdStorage:
         self._leases = Leases(self._grant_lease)
         self._compacted = CompactedRevision(self._readable)
         self._watcher = Watcher(self._client, self._keys)
-        self._compactor: asyncio.Task[None] | None = None
-        self._version_check: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks()  # the compactor, the version check of silent endpoints
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -96,24 +94,15 @@ class EtcdStorage:
                 log.warning(
                     "etcd %s did not answer; its version is checked once it does", ",".join(self.endpoints)
                 )
-                self._version_check = asyncio.create_task(
-                    check_versions_later(self._client), name="etcd-version"
-                )
+                self._tasks.start(check_versions_later(self._client), name="etcd-version")
         except UnsupportedStorageError:
             await self.close()
             raise
         if self.compaction_interval > 0:
-            self._compactor = asyncio.create_task(
-                compact_every(self, self.compaction_interval), name="etcd-compactor"
-            )
+            self._tasks.start(compact_every(self, self.compaction_interval), name="etcd-compactor")
 
     async def close(self) -> None:
-        for task in (self._compactor, self._version_check):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._compactor = self._version_check = None
+        await self._tasks.stop()
         await self._client.close()
 
     @property
