@@ -140,7 +140,7 @@ class ResourceCache:
         events = self.storage.watch(
             self.root, after_revision=revision, progress=True, progress_every=FRESHNESS_INTERVAL
         )
-        async with contextlib.aclosing(events) as changes:  # type: ignore[type-var]
+        async with contextlib.aclosing(events) as changes:
             async for event in changes:
                 self._apply(event)
                 if not self.ready:  # the watch has answered: it is established
