@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
@@ -44,6 +42,7 @@ from apiserver.http.system import STORAGE_READINESS_HOOK, SystemEndpoints, await
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
 from apiserver.http.workermetrics import WorkerSet, serve_own
 from apiserver.http.workermetrics import gathered as gathered_metrics
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.rbac.chain import Authorization, AuthorizationConfig, server_authorization
 from apiserver.rbac.selfreviews import REVIEWS
 from apiserver.rbac.webhook import WEBHOOK_PATH
@@ -289,19 +288,15 @@ def _add_object_counts(
         for store in stores
         if isinstance(store.storage, MeteredStorage)
     ]
-    tasks: list[asyncio.Task[None]] = []
+    tasks = BackgroundTasks()
 
     async def start(_app: web.Application) -> None:
         if period > 0:
-            task = asyncio.create_task(metrics.observe_counts(counted, period), name="coreio-object-counts")
-            tasks.append(task)
+            tasks.start(metrics.observe_counts(counted, period), name="coreio-object-counts")
         started()
 
     async def stop(_app: web.Application) -> None:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await tasks.stop()
 
     app.on_startup.append(start)
     app.on_cleanup.insert(0, stop)
@@ -310,18 +305,13 @@ def _add_object_counts(
 def _add_storage_readiness(app: web.Application, storage: Storage, ready: Callable[[], None]) -> None:
     """`ready` once the storage, started, has filled its watch caches: until then /readyz fails
     on `poststarthook/storage-readiness` while the server already answers."""
-    tasks: list[asyncio.Task[None]] = []
+    tasks = BackgroundTasks()
 
     async def start(_app: web.Application) -> None:
-        tasks.append(
-            asyncio.create_task(await_storage_readiness(storage, ready), name="coreio-storage-readiness")
-        )
+        tasks.start(await_storage_readiness(storage, ready), name="coreio-storage-readiness")
 
     async def stop(_app: web.Application) -> None:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await tasks.stop()
 
     app.on_startup.append(start)
     app.on_cleanup.insert(0, stop)

@@ -9,7 +9,6 @@ Objects are kept by (namespace, name) after `parse` turned them into what the ca
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -20,6 +19,7 @@ from typing import Generic, TypeVar
 import aiohttp
 
 from apiserver.cluster.connection import ClusterConnection
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.machinery.types import JSON
 
 log = logging.getLogger(__name__)
@@ -144,18 +144,14 @@ class Reflector(Generic[T]):
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.on_change: list[Callable[[], None]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks()  # run(), from start() to stop()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name=f"coreio-reflector {self.path}")
+        if not self._tasks.started:
+            self._tasks.start(self.run(), name=f"coreio-reflector {self.path}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._tasks.stop()
 
     async def run(self) -> None:
         backoff = self.min_backoff

@@ -189,7 +189,7 @@ class ImplicitNamespaces:
         except StorageError as exc:
             yield _error(exc)
         finally:
-            await changes.aclose()  # type: ignore[attr-defined]
+            await changes.aclose()
 
 
 def _unavailable(exc: StorageUnavailableError) -> errors.StatusError:

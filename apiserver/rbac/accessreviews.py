@@ -141,10 +141,6 @@ def problems_json(problems: Iterable[BindingProblem]) -> list[JSON]:
     return [{"reason": p.reason.value, "message": p.message} for p in problems]
 
 
-def binding_ref(binding: Binding) -> JSON:
-    return {"kind": "RoleBinding", "namespace": binding.namespace, "name": binding.name}
-
-
 # ----------------------------------------------------------------------------- the three answers
 
 

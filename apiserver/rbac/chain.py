@@ -21,7 +21,6 @@ Denials are answered by the middleware with `apiserver.auth.authz.forbidden` (up
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from apiserver.auth.requestinfo import RequestInfo
 from apiserver.cluster.connection import ClusterConnection
 from apiserver.machinery import errors
 from apiserver.machinery.options import WriteOptions
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import AUTHENTICATED_GROUP, MASTERS_GROUP, UserInfo
 from apiserver.rbac.authorizer import ProblemReporter, RBACAuthorizer, rules_allow
@@ -249,7 +249,7 @@ class Authorization:
     bootstrap_rules: bool = False
     # In a cluster: the delegated SubjectAccessReview, as the chain asks it.
     delegate: Authorizer | None = None
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[PolicyRule], list[str]]:
         """Every rule `user` has in `namespace`, and the errors met resolving them (a rules review)."""
@@ -278,11 +278,9 @@ class Authorization:
         if isinstance(self.roles, ClusterRoleSource):
             self.roles.on_change.append(self.index.schedule_recheck)
             self.roles.start()
-        self._tasks.append(
-            asyncio.create_task(self.index.run(self.role_bindings), name="coreio-rolebinding-index")
-        )
+        self._tasks.start(self.index.run(self.role_bindings), name="coreio-rolebinding-index")
         if self.recorder.write_event is not None:
-            self._tasks.append(asyncio.create_task(self.recorder.run(), name="coreio-rbac-events"))
+            self._tasks.start(self.recorder.run(), name="coreio-rbac-events")
         try:
             async with asyncio.timeout(self.roles_sync_timeout):
                 await self.index.wait_ready()
@@ -294,12 +292,7 @@ class Authorization:
         self.index.recheck_all()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        await self._tasks.stop()
         if isinstance(self.roles, ClusterRoleSource):
             await self.roles.close()
 

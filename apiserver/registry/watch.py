@@ -280,7 +280,7 @@ class ListWatch:
         except StorageError as exc:
             yield WatchEventOut("ERROR", status_error(exc, self.gr, seen=last_sent).status)
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
 
     def _bookmark(self, revision: int, *, initial_events_end: bool = False) -> JSON:
         meta: JSON = {"resourceVersion": str(revision)}

@@ -8,7 +8,7 @@ id of an append-only log row). Every write takes exactly one new revision.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -201,13 +201,14 @@ class Storage(Protocol):
 
     def watch(
         self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Changes under `prefix` with revision > `after_revision`, in revision order, forever (until
         the consumer stops iterating). Raises CompactedError (at the first iteration) when
         `after_revision` + 1 has been compacted. With `progress`, yields PROGRESS events now and then
         (at least every few seconds while idle; every `progress_every` seconds when that is given)
-        carrying a revision all earlier changes were delivered up to. The consumer closes the
-        iterator (aclose) to stop."""
+        carrying a revision all earlier changes were delivered up to. An async generator: the
+        consumer closes it (`aclose`, or `contextlib.aclosing`) to stop, which ends the watch in
+        the backend at once rather than when the generator is collected."""
         ...
 
 

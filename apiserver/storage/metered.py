@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -130,7 +130,7 @@ class MeteredStorage:
 
     def watch(
         self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         return self.inner.watch(
             prefix, after_revision=after_revision, progress=progress, progress_every=progress_every
         )

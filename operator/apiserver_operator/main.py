@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR
+from apiserver.machinery import tasks
 from apiserver_operator import handlers, metrics
 from apiserver_operator.children import APISERVICE_NAMES
 from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment
@@ -212,10 +213,10 @@ async def run(config: OperatorConfig) -> None:
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({elected, stopped}, return_when=asyncio.FIRST_COMPLETED)
             stop.set()
-            if not election.leading:
-                elected.cancel()  # still waiting for the Lease: nothing to finish
-            with contextlib.suppress(asyncio.CancelledError):
-                await elected
+            if election.leading:
+                await tasks.finish(elected)  # kopf ends on `stop`, then the Lease is released
+            else:
+                await tasks.stop(elected)  # still waiting for the Lease: nothing to finish
         else:
             await _kopf(config, client, stop)
     finally:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from apiserver.storage import etcd as etcd_storage
 from apiserver.storage.etcd import ALLOW_DATA_LOSS_RELEASE, EtcdStorage, judge_version
+from apiserver.storage.etcd import versions as etcd_versions
 from apiserver.storage.interface import EventType, UnsupportedStorageError
 from tests.support import etcd as etcd_support
 from tests.support import gobuild
@@ -102,7 +102,7 @@ async def test_a_release_read_after_start_is_refused_then(
     """etcd silent at start (frozen): the storage starts, asks again, and once the answer names a
     refused release every call fails with it."""
     monkeypatch.delenv(ALLOW_DATA_LOSS_RELEASE, raising=False)
-    monkeypatch.setattr(etcd_storage, "_VERSION_RECHECK", 0.1)
+    monkeypatch.setattr(etcd_versions, "_VERSION_RECHECK", 0.1)
     store = EtcdStorage([data_loss_etcd.client_url], request_timeout=0.5)
     data_loss_etcd.pause()
     try:

@@ -46,8 +46,8 @@ class WatchHeldSQLite(SQLiteStorage):
         )
         return self._held(events)
 
-    async def _held(self, events: AsyncIterator[WatchEvent]) -> AsyncGenerator[WatchEvent, None]:
-        async with contextlib.aclosing(events) as changes:  # type: ignore[type-var]
+    async def _held(self, events: AsyncGenerator[WatchEvent, None]) -> AsyncGenerator[WatchEvent, None]:
+        async with contextlib.aclosing(events) as changes:
             await self.released.wait()
             async for event in changes:
                 yield event

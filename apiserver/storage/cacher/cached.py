@@ -23,7 +23,7 @@ the backend.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from apiserver.storage.cacher.resource import ResourceCache
 from apiserver.storage.cacher.revisions import SharedRevisionReads
@@ -120,14 +120,14 @@ class CachedStorage:
 
     def watch(
         self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         return self._watch(prefix, after_revision, progress, progress_every)
 
     async def _watch(
         self, prefix: str, after_revision: int, progress: bool, progress_every: float
     ) -> AsyncGenerator[WatchEvent, None]:
         cache = self._cache(prefix)
-        source: AsyncIterator[WatchEvent]
+        source: AsyncGenerator[WatchEvent, None]
         # Checked as the watch starts, and followed by no await until the cache has subscribed it
         # (from before the window, CompactedError). From 0, all history: the backend's to replay.
         if cache is not None and cache.ready and after_revision > 0:
@@ -138,7 +138,7 @@ class CachedStorage:
             source = self.backend.watch(
                 prefix, after_revision=after_revision, progress=progress, progress_every=progress_every
             )
-        async with contextlib.aclosing(source) as events:  # type: ignore[type-var]
+        async with contextlib.aclosing(source) as events:
             async for event in events:
                 yield event
 

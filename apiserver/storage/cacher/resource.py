@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.cacher.state import SortedState, Window
 from apiserver.storage.interface import (
@@ -58,16 +59,13 @@ class ResourceCache:
         self.filled = asyncio.Event()  # set while the cache is ready
         self._broadcaster = Broadcaster(watch_buffer)
         self._advanced = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks()  # the one storage watch feeding the cache
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"watch-cache {self.root}")
+        self._tasks.start(self._run(), name=f"watch-cache {self.root}")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._tasks.stop()
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
 
     @property
@@ -142,7 +140,7 @@ class ResourceCache:
         events = self.storage.watch(
             self.root, after_revision=revision, progress=True, progress_every=FRESHNESS_INTERVAL
         )
-        async with contextlib.aclosing(events) as changes:  # type: ignore[type-var]
+        async with contextlib.aclosing(events) as changes:
             async for event in changes:
                 self._apply(event)
                 if not self.ready:  # the watch has answered: it is established

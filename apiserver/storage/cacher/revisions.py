@@ -6,8 +6,8 @@ price of one)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
+from apiserver.machinery import tasks
 from apiserver.storage.interface import Storage
 
 
@@ -35,10 +35,7 @@ class SharedRevisionReads:
         if self._next is not None:
             self._next.cancel()
             self._next = None
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+        await tasks.stop(self._reader)
 
     async def _read_while_asked(self) -> None:
         """Reads the revision for the callers waiting, then again for those who came meanwhile."""

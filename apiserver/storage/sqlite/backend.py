@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.interface import (
     CompactedError,
@@ -82,7 +83,7 @@ class SQLiteStorage:
         self._broadcaster = Broadcaster(watch_buffer)
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks()  # the TTL sweeper, the log poller, the compactor
         self.compaction_listeners: list[Callable[[int], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -92,19 +93,14 @@ class SQLiteStorage:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coreio-sqlite")
         await self._run(self._log.open)
         self._broadcaster.published = self._log.committed
-        self._tasks.append(asyncio.create_task(self._sweep_loop(), name="sqlite-ttl-sweeper"))
+        self._tasks.start(self._sweep_loop(), name="sqlite-ttl-sweeper")
         if self._log.shared:
-            self._tasks.append(asyncio.create_task(self._poll_loop(), name="sqlite-log-poller"))
+            self._tasks.start(self._poll_loop(), name="sqlite-log-poller")
         if self.compaction_interval > 0:
-            self._tasks.append(asyncio.create_task(self._compaction_loop(), name="sqlite-compactor"))
+            self._tasks.start(self._compaction_loop(), name="sqlite-compactor")
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await self._tasks.stop()
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
         if self._executor is not None:
             await self._run(self._log.close)

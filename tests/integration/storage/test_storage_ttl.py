@@ -11,7 +11,7 @@ from tests.integration.storage.helpers import take
 
 async def test_expiring_key_is_deleted_with_a_watch_event(store: Storage) -> None:
     start = await store.current_revision()
-    async with contextlib.aclosing(store.watch("/t/", after_revision=start)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/t/", after_revision=start)) as events:
         expiring = await store.create("/t/short", b"bye", ttl=1)
         kept = await store.create("/t/kept", b"stay", ttl=1)
         # An update without a TTL makes the key permanent again.

@@ -16,7 +16,7 @@ from tests.integration.storage.helpers import next_event, summary, take
 
 async def test_watch_delivers_create_update_delete_with_previous_values(store: Storage) -> None:
     start = await store.current_revision()
-    async with contextlib.aclosing(store.watch("/w/", after_revision=start)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=start)) as events:
         created = await store.create("/w/a", b"1")
         updated = await store.update("/w/a", b"2", expected_revision=created.mod_revision)
         deleted = await store.delete("/w/a")
@@ -39,7 +39,7 @@ async def test_watch_from_a_revision_replays_later_history_then_goes_live(store:
     a = await store.create("/w/a", b"1")
     b = await store.create("/w/b", b"1")
     a2 = await store.update("/w/a", b"2", expected_revision=a.mod_revision)
-    async with contextlib.aclosing(store.watch("/w/", after_revision=a.mod_revision)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=a.mod_revision)) as events:
         replayed = await take(events, 2)
         c = await store.create("/w/c", b"1")
         live = await take(events, 1)
@@ -53,14 +53,14 @@ async def test_watch_from_zero_replays_all_history(isolated_store: Storage) -> N
     a = await store.create("/w/a", b"1")
     await store.create("/other/x", b"1")
     a2 = await store.update("/w/a", b"2", expected_revision=a.mod_revision)
-    async with contextlib.aclosing(store.watch("/w/", after_revision=0)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=0)) as events:
         got = await take(events, 2)
     assert summary(got) == [("PUT", "/w/a", a.mod_revision), ("PUT", "/w/a", a2.mod_revision)]
 
 
 async def test_watch_sees_only_its_prefix_in_revision_order(store: Storage) -> None:
     start = await store.current_revision()
-    async with contextlib.aclosing(store.watch("/w/in/", after_revision=start)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/in/", after_revision=start)) as events:
 
         async def write(worker: int) -> list[int]:
             revisions = []
@@ -94,7 +94,7 @@ async def test_watch_started_during_writes_has_no_gaps_or_duplicates(store: Stor
     writer = asyncio.create_task(write())
     await halfway.wait()
     # The watch replays history from an old revision while new writes keep landing.
-    async with contextlib.aclosing(store.watch("/w/", after_revision=created.mod_revision)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=created.mod_revision)) as events:
         got = await take(events, 60)
     await writer
     assert [event.revision for event in got] == revisions[1:]
@@ -109,18 +109,18 @@ async def test_watch_from_a_compacted_revision_fails(isolated_store: Storage) ->
     compact_to = await store.current_revision()
     await store.compact(compact_to)
     with pytest.raises(CompactedError) as caught:
-        async with contextlib.aclosing(store.watch("/w/", after_revision=first.mod_revision - 1)) as events:  # type: ignore[type-var]
+        async with contextlib.aclosing(store.watch("/w/", after_revision=first.mod_revision - 1)) as events:
             await next_event(events)
     assert caught.value.compacted == compact_to
     # From the compaction point on, history is still there.
-    async with contextlib.aclosing(store.watch("/w/", after_revision=compact_to - 1)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=compact_to - 1)) as events:
         got = await take(events, 1)
     assert summary(got) == [("PUT", "/w/a", compact_to)]
 
 
 async def test_progress_events_report_a_revision_covering_all_delivered_changes(store: Storage) -> None:
     start = await store.current_revision()
-    async with contextlib.aclosing(store.watch("/w/", after_revision=start, progress=True)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=start, progress=True)) as events:
         idle = await next_event(events)
         assert idle.type is EventType.PROGRESS
         assert start <= idle.revision <= await store.current_revision()
@@ -137,7 +137,7 @@ async def test_progress_events_report_a_revision_covering_all_delivered_changes(
 
 async def test_without_progress_an_idle_watch_is_silent(store: Storage) -> None:
     start = await store.current_revision()
-    async with contextlib.aclosing(store.watch("/w/", after_revision=start)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(store.watch("/w/", after_revision=start)) as events:
         with pytest.raises(TimeoutError):
             await next_event(events, within=0.6)
 
@@ -165,7 +165,7 @@ async def test_closing_a_watch_releases_it(store: Storage) -> None:
     assert store.active_watches == 1  # type: ignore[attr-defined]
     if watchers_before is not None:
         assert await _server_watchers(store) == watchers_before + 1
-    await events.aclose()  # type: ignore[attr-defined]
+    await events.aclose()
 
     assert store.active_watches == 0  # type: ignore[attr-defined]
     for _ in range(100):  # the server notices the closed stream asynchronously
@@ -197,7 +197,7 @@ async def test_a_deadline_ends_a_progress_watch_under_constant_writes(store: Sto
         except TimeoutError:
             pass
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
 
     writer = asyncio.create_task(write_constantly())
     try:

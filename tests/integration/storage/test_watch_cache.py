@@ -51,7 +51,7 @@ async def test_many_watches_share_one_storage_watch(backend: Storage) -> None:
         assert store.active_watches == 20
         assert backend.active_watches == 1  # type: ignore[attr-defined]
         for events in watches:
-            await events.aclose()  # type: ignore[attr-defined]
+            await events.aclose()
         assert store.active_watches == 0
     finally:
         await store.close()
@@ -86,11 +86,11 @@ async def test_a_watch_from_before_the_window_is_too_old(backend: Storage) -> No
         written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(10)]
         await store.list(ROOT)  # consistent: the cache has every change, and holds the last 3
         with pytest.raises(CompactedError) as too_old:
-            async with contextlib.aclosing(store.watch(ROOT, after_revision=start)) as events:  # type: ignore[type-var]
+            async with contextlib.aclosing(store.watch(ROOT, after_revision=start)) as events:
                 await take(events, 1)
         assert (too_old.value.requested, too_old.value.compacted) == (start, written[-3].mod_revision)
         assert backend.active_watches == 1, "the storage watch is the cache's alone"  # type: ignore[attr-defined]
-        async with contextlib.aclosing(store.watch(ROOT, after_revision=written[-3].mod_revision)) as recent:  # type: ignore[type-var]
+        async with contextlib.aclosing(store.watch(ROOT, after_revision=written[-3].mod_revision)) as recent:
             assert [event.revision for event in await take(recent, 2)] == [
                 kv.mod_revision for kv in written[-2:]
             ]
