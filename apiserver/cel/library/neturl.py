@@ -116,7 +116,7 @@ def _parse(raw: str, *, via_request: bool) -> URL:
             raise URLError("invalid URI for request")
         if ":" in rest.partition("/")[0]:
             raise URLError("first path segment in URL cannot contain colon")
-    if (url.scheme or not via_request and not rest.startswith("///")) and rest.startswith("//"):
+    if (url.scheme or (not via_request and not rest.startswith("///"))) and rest.startswith("//"):
         authority, slash, path = rest[2:].partition("/")
         url.user, url.host = _authority(authority)
         rest = slash + path
