@@ -6,7 +6,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from apiserver.cel.library import authz, cidr, ip, lists, ordering, quantity, regex, semver
+from apiserver.cel.library import authz, cidr, ip, lists, ordering, quantity, regex, semver, urls
 
 FUNCTIONS: tuple[Any, ...] = (
     *lists.FUNCTIONS,
@@ -17,5 +17,6 @@ FUNCTIONS: tuple[Any, ...] = (
     *cidr.FUNCTIONS,
     *authz.FUNCTIONS,
     *regex.FUNCTIONS,
+    *urls.FUNCTIONS,
     cel.FunctionDecl("ip", [ip.STRING_TO_IP, cidr.IP_OF_CIDR]),
 )
