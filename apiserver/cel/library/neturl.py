@@ -1,5 +1,7 @@
 """Go's net/url, as Kubernetes 1.33 builds it (Go 1.24 and 1.25 with their security releases):
-Parse, ParseRequestURI, String, EscapedPath, Hostname, Port and Query.
+Parse, ParseRequestURI, String, EscapedPath, Hostname, Port and Query. Written by hand because
+Python's urllib parses and escapes differently (what it accepts, how it splits a host, which
+characters each part escapes), and CEL's answers must be Go's.
 
 Go works on a string's bytes, so this does too: every string here is an octet string (see
 gostrings), each character one byte of the UTF-8 text. Percent-escapes decode to bytes, and escaping
