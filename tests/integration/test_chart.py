@@ -19,6 +19,7 @@ from apiserver_operator import children, reconcile
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
 
+from apiserver.admission.objects import PLURALS as ADMISSION_PLURALS
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
 from tests.support import manifests
 from tests.support.chart import (
@@ -438,6 +439,8 @@ OPERATOR_GRANTS = {
     *grants(RBAC, ["clusterroles"], ["bind"], ("system:auth-delegator",)),
     *grants(RBAC, ["roles", "clusterroles"], READ),
     *grants("", ["namespaces"], READ),
+    # Held because coreio's role grants them: the cluster's admission policies and webhooks.
+    *grants("admissionregistration.k8s.io", list(ADMISSION_PLURALS.values()), READ),
     *grants("rbac.authorization.core.io", [plural for plural, _ in ACCESS_REVIEWS], ["create"]),
     *grants("events.core.io", ["events"], ["get", "list", "watch", "delete", "deletecollection"]),
 }
@@ -467,9 +470,9 @@ def bound(objs: list[Obj], kind: str, role: str, namespace: str | None = None) -
 
 
 def test_operator_rights_are_least_privilege(helm: ChartHelm) -> None:
-    """Cluster-wide, nothing but coreio's own kinds, reads of RBAC and namespaces, and by name the
-    objects it writes; Secrets, Deployments and the rest only in the namespaces it manages; in
-    kube-system, one RoleBinding by name."""
+    """Cluster-wide, nothing but coreio's own kinds, reads of RBAC, namespaces and admission
+    configuration, and by name the objects it writes; Secrets, Deployments and the rest only in the
+    namespaces it manages; in kube-system, one RoleBinding by name."""
     objs = render(helm)
     assert granted(only(objs, "ClusterRole", OPERATOR)["rules"]) == OPERATOR_GRANTS
     bound(objs, "ClusterRoleBinding", OPERATOR)
