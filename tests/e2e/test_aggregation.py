@@ -342,9 +342,11 @@ def test_front_proxy_forwards_the_cluster_user(
     # kube-apiserver applied --as and stripped the Impersonate-* headers: coreio sees alice as the
     # front proxy's user, and impersonates nothing again.
     assert "impersonatedUser" not in entry
+    # The created object names it, at every level, as kube-apiserver's LogRequestObject does.
     assert entry["objectRef"] == {
         "resource": "rolebindings",
         "namespace": ns,
+        "name": "by-alice",
         "apiGroup": "rbac.authorization.core.io",
         "apiVersion": "v1",
     }
