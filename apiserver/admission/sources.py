@@ -18,8 +18,8 @@ from apiserver.machinery.selectors import label_selector_matches
 from apiserver.machinery.types import JSON
 
 ADMISSION_API_VERSION = f"{kinds.GROUP}/{kinds.VERSION}"
-_NAMESPACE_KEYS = ("policies", "bindings", "validating_webhooks", "mutating_webhooks")
-_FIELD_OF_KIND = dict(zip(kinds.PLURALS, _NAMESPACE_KEYS, strict=True))
+_FIELDS = ("policies", "bindings", "validating_webhooks", "mutating_webhooks")
+_FIELD_OF_KIND = dict(zip(kinds.PLURALS, _FIELDS, strict=True))
 
 
 def _name(obj: JSON) -> str:
@@ -43,7 +43,7 @@ class ManifestSource:
     every namespace exists implicitly standalone)."""
 
     def __init__(self, items: Iterable[JSON]) -> None:
-        grouped: dict[str, dict[str, JSON]] = {field: {} for field in _NAMESPACE_KEYS}
+        grouped: dict[str, dict[str, JSON]] = {field: {} for field in _FIELDS}
         self.others: list[JSON] = []
         for obj in items:
             field = _FIELD_OF_KIND.get(str(obj.get("kind")))
@@ -82,7 +82,7 @@ class ManifestSource:
         return {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": {"phase": "Active"}}
 
     async def namespaced(self, api_version: str, kind: str) -> bool | None:
-        found = [obj for obj in self._of_kind(api_version, kind)]
+        found = self._of_kind(api_version, kind)
         if not found:
             return None
         return any((obj.get("metadata") or {}).get("namespace") for obj in found)
@@ -160,7 +160,7 @@ class ClusterSource:
         found = await self._resource(api_version, kind)
         if found is None:
             return []
-        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        base = _api_path(api_version)
         where = f"{base}/namespaces/{urllib.parse.quote(namespace)}" if namespace else base
         if name:
             try:
@@ -174,9 +174,8 @@ class ClusterSource:
         """The plural and scope of the kind, from the cluster's discovery (kept once found)."""
         key = (api_version, kind)
         if key not in self._resources:
-            base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
             try:
-                listing = await self.reader.get_json(base)
+                listing = await self.reader.get_json(_api_path(api_version))
             except NotFound:
                 return None
             self._resources[key] = next(
@@ -188,6 +187,11 @@ class ClusterSource:
                 None,
             )
         return self._resources[key]
+
+
+def _api_path(api_version: str) -> str:
+    """The discovery path of a group version (the core group's under /api)."""
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
 
 
 def _identity(obj: JSON) -> JSON:

@@ -9,7 +9,9 @@ from typing import Any
 from apiserver.cel import Bindings, CompileError, EvaluationError, Program, compile_expression
 from apiserver.machinery.types import JSON
 
-# What every expression of a policy may name (upstream's admission CEL environment).
+# What every expression of a policy may name (upstream's admission CEL environment). Upstream
+# declares `authorizer` for validations, variables and matchConditions only; here messages and
+# audit annotations may read it too (one environment serves all), which no valid policy notices.
 VARIABLES = (
     "object",
     "oldObject",

@@ -4,16 +4,15 @@ Audit), with upstream's words and codes."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from apiserver.admission import matching
 from apiserver.admission.authorization import checked
 from apiserver.admission.objects import AdmissionSource
 from apiserver.admission.policy.compiled import FAIL, CompiledPolicy, compile_policy
 from apiserver.admission.policy.evaluation import DENY, REASON_INVALID, Decision, Result, evaluate
+from apiserver.admission.readiness import forbidden, wait_ready
 from apiserver.admission.request import AdmissionRequest, cel_activation
 from apiserver.auth.authz import Authorizer
 from apiserver.machinery import errors, offload, requestnotes
@@ -23,7 +22,6 @@ from apiserver.machinery.types import JSON
 
 VALIDATION_FAILURE = "validation.policy.admission.k8s.io/validation_failure"
 MAX_ANNOTATION_VALUE = 10 * 1024
-READY_WAIT = 10.0
 _CODES = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413, "Invalid": 422}
 
 
@@ -59,19 +57,12 @@ class ValidatingPolicies:
         return self._policies
 
     async def validate(self, request: AdmissionRequest) -> None:
-        await self._ready(request)
+        await wait_ready(self.source, request)
         denials: list[tuple[CompiledPolicy, JSON | None, Decision]] = []
         for policy, bindings in self._compiled():
             await self._dispatch(policy, bindings, request, denials)
         if denials:
             raise _denied(request, *denials[0])
-
-    async def _ready(self, request: AdmissionRequest) -> None:
-        try:
-            async with asyncio.timeout(READY_WAIT):
-                await self.source.ready()
-        except TimeoutError:
-            raise _forbidden(request, "not yet ready to handle request") from None
 
     async def _dispatch(
         self,
@@ -192,20 +183,6 @@ def _act(
             values.append(value)
 
 
-def _resource_name(request: AdmissionRequest) -> str:
-    """The name admission errors give (upstream's extractResourceName)."""
-    if request.name:
-        return request.name
-    meta: Mapping[str, Any] = (request.obj or {}).get("metadata") or {}
-    return str(meta.get("name") or meta.get("generateName") or "Unknown")
-
-
-def _forbidden(request: AdmissionRequest, why: str) -> StatusError:
-    return errors.forbidden_error(
-        GroupResource(request.group, request.resource), _resource_name(request), why
-    )
-
-
 def _denied(
     request: AdmissionRequest, policy: CompiledPolicy, binding: JSON | None, decision: Decision
 ) -> StatusError:
@@ -217,7 +194,7 @@ def _denied(
         )
     else:
         message = f"ValidatingAdmissionPolicy '{policy.name}' denied request: {decision.message}"
-    error = _forbidden(request, message)
+    error = forbidden(request, message)
     reason = decision.reason or REASON_INVALID
     error.reason = reason
     error.code = _CODES.get(reason, 422)

@@ -10,13 +10,13 @@ the patch applied, at audit level Request and above, in `patch.webhook.admission
 from __future__ import annotations
 
 from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.readiness import wait_ready
 from apiserver.admission.request import AdmissionRequest
 from apiserver.admission.webhook.call import call_webhook
 from apiserver.admission.webhook.client import WebhookClient
 from apiserver.admission.webhook.configuration import IF_NEEDED, IGNORE, Webhook, WebhookList
 from apiserver.admission.webhook.errors import CallingError, denied
 from apiserver.admission.webhook.patching import apply_patch, decode_patch
-from apiserver.admission.webhook.readiness import wait_ready
 from apiserver.admission.webhook.reinvocation import Reinvocation
 from apiserver.admission.webhook.review import JSON_PATCH
 from apiserver.admission.webhook.selection import should_call

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 
 from apiserver.admission.objects import AdmissionSource
+from apiserver.admission.readiness import wait_ready
 from apiserver.admission.request import AdmissionRequest
 from apiserver.admission.webhook.call import call_webhook
 from apiserver.admission.webhook.client import WebhookClient
 from apiserver.admission.webhook.configuration import IGNORE, Webhook, WebhookList
 from apiserver.admission.webhook.errors import CallingError, denied
-from apiserver.admission.webhook.readiness import wait_ready
 from apiserver.admission.webhook.selection import should_call
 from apiserver.auth.authz import Authorizer
 from apiserver.machinery import requestnotes

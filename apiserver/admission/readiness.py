@@ -1,5 +1,6 @@
-"""Waiting for the configuration to be read before a request is decided, as upstream's webhook
-plugins refuse requests until their informers have synced."""
+"""Waiting for the configuration to be read before a request is decided, as upstream's policy and
+webhook plugins refuse requests until their informers have synced; and the Forbidden answer
+admission gives (upstream's admission.NewForbidden)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,15 @@ def resource_name(request: AdmissionRequest) -> str:
     return str(meta.get("name") or meta.get("generateName") or "Unknown")
 
 
+def forbidden(request: AdmissionRequest, why: str) -> errors.StatusError:
+    """`<resource> "<name>" is forbidden: <why>`, named as upstream's admission.NewForbidden names it."""
+    return errors.forbidden_error(GroupResource(request.group, request.resource), resource_name(request), why)
+
+
 async def wait_ready(source: AdmissionSource, request: AdmissionRequest) -> None:
     """Returns once the source has its configuration; a 403 after READY_WAIT without."""
     try:
         async with asyncio.timeout(READY_WAIT):
             await source.ready()
     except TimeoutError:
-        resource = GroupResource(request.group, request.resource)
-        raise errors.forbidden_error(
-            resource, resource_name(request), "not yet ready to handle request"
-        ) from None
+        raise forbidden(request, "not yet ready to handle request") from None
