@@ -5,6 +5,7 @@ and removes everything it made (processes, network namespace, mounts, files)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,3 +96,4 @@ def test_dev_cluster_comes_up_and_ctrl_c_removes_it() -> None:
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "coreio-node-dev" not in namespaces
     assert str(directory) not in Path("/proc/self/mounts").read_text()
+    shutil.rmtree(directory.parent, ignore_errors=True)

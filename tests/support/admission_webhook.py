@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 import ssl
 import tempfile
 import threading
@@ -120,6 +121,7 @@ class AdmissionWebhookServer:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> AdmissionWebhookServer:
         return self.start()
