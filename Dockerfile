@@ -26,7 +26,7 @@ RUN pip --python /opt/coreio/bin/python install --no-cache-dir --only-binary=:al
 
 COPY pyproject.toml README.md ./
 COPY apiserver apiserver
-COPY operator operator
+COPY apiserver_operator apiserver_operator
 COPY kubectl_coreio kubectl_coreio
 RUN pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
     && /opt/coreio/bin/coreio-apiserver --help > /dev/null \

@@ -30,24 +30,22 @@ README_PORT = 8443
 
 
 def _tree_packages() -> set[str]:
-    """Every package of the source tree, dotted (apiserver_operator lives under operator/)."""
+    """Every package of the source tree, dotted."""
     found = set()
-    for root in (ROOT, ROOT / "operator"):
-        for init in root.glob("*/**/__init__.py"):
-            dotted = ".".join(init.parent.relative_to(root).parts)
-            if dotted.split(".")[0] in PACKAGES:
-                found.add(dotted)
+    for init in ROOT.glob("*/**/__init__.py"):
+        dotted = ".".join(init.parent.relative_to(ROOT).parts)
+        if dotted.split(".")[0] in PACKAGES:
+            found.add(dotted)
     return found
 
 
 def _tree_modules() -> set[str]:
     """Every module of the source tree but the packages themselves and `__main__`s, dotted."""
     found = set()
-    for root in (ROOT, ROOT / "operator"):
-        for module in root.glob("*/**/*.py"):
-            parts = module.relative_to(root).with_suffix("").parts
-            if parts[0] in PACKAGES and parts[-1] != "__main__":
-                found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    for module in ROOT.glob("*/**/*.py"):
+        parts = module.relative_to(ROOT).with_suffix("").parts
+        if parts[0] in PACKAGES and parts[-1] != "__main__":
+            found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return found - set(PACKAGES)
 
 
@@ -108,8 +106,7 @@ def test_the_wheel_and_the_sdist_hold_every_package(dist: Path) -> None:
     with tarfile.open(sdist) as archive:
         members = {Path(m).relative_to(Path(m).parts[0]).as_posix() for m in archive.getnames()}
     for package in expected:
-        root = "operator/" if package.startswith("apiserver_operator") else ""
-        assert f"{root}{package.replace('.', '/')}/__init__.py" in members, package
+        assert f"{package.replace('.', '/')}/__init__.py" in members, package
 
 
 def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (ROOT / "apiserver", ROOT / "operator" / "apiserver_operator", ROOT / "kubectl_coreio")
+PACKAGES = (ROOT / "apiserver", ROOT / "apiserver_operator", ROOT / "kubectl_coreio")
 MAX_FUNCTION_LINES = 60
 
 
