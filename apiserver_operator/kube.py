@@ -3,8 +3,8 @@
 
 Written here rather than taken from a library: kopf brings no public client, the official client is
 synchronous, and the operator needs only a handful of verbs (get, list pages, server-side apply,
-merge patch, create, delete with preconditions). Credentials are loaded by coreio's own loader,
-the one its delegated authentication uses.
+merge patch, create, delete with preconditions). Credentials are loaded, and the session held, by
+the code coreio's delegated authentication uses (`apiserver.cluster.connection`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from apiserver.cluster.connection import ClusterConnection, in_cluster_connection, load_kubeconfig
+from apiserver.cluster.connection import (
+    ClusterConnection,
+    JsonSession,
+    in_cluster_connection,
+    load_kubeconfig,
+)
 from apiserver.machinery.types import JSON
 
 APPLY = "application/apply-patch+yaml"
@@ -62,23 +65,13 @@ def connection_from_environment() -> ClusterConnection:
     return connection
 
 
-class KubeClient:
+class KubeClient(JsonSession):
     def __init__(self, connection: ClusterConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
-        self.connection = connection
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        super().__init__(connection, timeout=timeout, user_agent="coreio-operator")
 
     @property
     def ssl(self) -> ssl.SSLContext | bool:
         return self.connection.ssl_context
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=self._timeout,
-                headers={"User-Agent": "coreio-operator", "Accept": "application/json"},
-            )
-        return self._session
 
     async def request(
         self,
@@ -89,29 +82,16 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> JSON:
-        headers = dict(self.connection.headers())
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
-        async with self._client().request(
-            method,
-            self.connection.server + path,
-            params=dict(params or {}),
-            data=data,
-            headers=headers,
-            ssl=self.connection.ssl_context,
-        ) as response:
-            text = await response.text()
-            try:
-                answer = json.loads(text) if text else {}
-            except ValueError:
-                answer = {"message": text[:300]}
-            if not isinstance(answer, dict):
-                answer = {"message": text[:300]}
-            if response.status >= 300:
-                raise ApiError(method, path, response.status, answer)
-            return answer
+        status, text = await self.send(method, path, params=params, body=body, content_type=content_type)
+        try:
+            answer = json.loads(text) if text else {}
+        except ValueError:
+            answer = {"message": text[:300]}
+        if not isinstance(answer, dict):
+            answer = {"message": text[:300]}
+        if status >= 300:
+            raise ApiError(method, path, status, answer)
+        return answer
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> JSON:
         return await self.request("GET", path, params=params)
@@ -166,7 +146,3 @@ class KubeClient:
                 return False
             raise
         return True
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()

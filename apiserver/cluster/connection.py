@@ -8,8 +8,10 @@ import json
 import os
 import ssl
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
@@ -117,38 +119,67 @@ def _load_client_certificate(context: ssl.SSLContext, cert: bytes, key: bytes) -
         context.load_cert_chain(cert_path, key_path)
 
 
-class ClusterClient:
-    """A small JSON client for the few cluster calls delegation needs."""
+class JsonSession:
+    """Requests to the cluster over one aiohttp session (opened on first use), with the
+    connection's credentials: what the server's delegation client and the operator's client share."""
 
-    def __init__(self, connection: ClusterConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, connection: ClusterConnection, *, timeout: float, user_agent: str) -> None:
         self.connection = connection
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                timeout=self._timeout,
-                headers={"User-Agent": "coreio-apiserver", "Accept": "application/json"},
+                timeout=self._timeout, headers={"User-Agent": self._user_agent, "Accept": "application/json"}
             )
         return self._session
 
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, str]:
+        """The answer's status and text; aiohttp's and the socket's errors propagate."""
+        headers = dict(self.connection.headers())
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        async with self._client().request(
+            method,
+            self.connection.server + path,
+            params=dict(params or {}),
+            data=data,
+            headers=headers,
+            ssl=self.connection.ssl_context,
+        ) as response:
+            return response.status, await response.text()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+class ClusterClient(JsonSession):
+    """A small JSON client for the few cluster calls delegation needs."""
+
+    def __init__(self, connection: ClusterConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
+        super().__init__(connection, timeout=timeout, user_agent="coreio-apiserver")
+
     async def request(self, method: str, path: str, body: JSON | None = None) -> JSON:
-        url = self.connection.server + path
         try:
-            async with self._client().request(
-                method, url, json=body, headers=self.connection.headers(), ssl=self.connection.ssl_context
-            ) as response:
-                text = await response.text()
-                if response.status >= 300:
-                    raise ClusterError(f"{method} {path}: {response.status} {text[:300]}")
-                result = json.loads(text)
+            status, text = await self.send(method, path, body=body)
+            if status >= 300:
+                raise ClusterError(f"{method} {path}: {status} {text[:300]}")
+            result = json.loads(text)
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             raise ClusterError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, dict):
             raise ClusterError(f"{method} {path}: answer is no object")
         return result
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
