@@ -31,6 +31,8 @@ Rule = Callable[[Sequence[Shape], tuple[str, ...]], Charge]
 REGEX_FACTOR = 0.25
 # The longest string a number, bool, timestamp, duration, IP or CIDR converts to.
 LONGEST_SCALAR_STRING = 64
+# The size Kubernetes gives an IP address or CIDR: its bytes, 16 at most (IPv6).
+ADDRESS_BYTES = 16
 # Kubernetes' fixed charge of an authorization check.
 AUTHORIZATION_CHECK = 350_000
 # Kubernetes' charges of parsing a label or field selector.
@@ -116,6 +118,11 @@ def _parsed(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
     """quantity(), url(), ip(), cidr(), semver(): a walk of the string, to an object whose own
     strings are no longer than it."""
     return max(1, walk_cost(shapes[0].size())), Sized(1, length=shapes[0].text())
+
+
+def _address(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
+    """ip(), cidr(): a walk of the string, to an address Kubernetes sizes in bytes (at most 16)."""
+    return max(1, walk_cost(shapes[0].size())), Sized(ADDRESS_BYTES, length=shapes[0].text())
 
 
 def _part(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
@@ -218,15 +225,20 @@ def _opaque_results() -> dict[str, Rule]:
         "cel.@mapInsert"
     )
     rules: dict[str, Rule] = dict.fromkeys(scalar.split(), _unit(SCALAR))
-    for name in ("masked", "add", "sub", "ip"):
+    for name in ("add", "sub"):
         rules[name] = _keeps_text
     return rules
 
 
 def _keeps_text(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
-    if "string_to_ip" in overloads:
-        return _parsed(shapes, overloads)
     return 1, Sized(1, length=max(shape.text() for shape in shapes))
+
+
+def _ip(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
+    if "string_to_ip" in overloads:
+        return _address(shapes, overloads)
+    # A CIDR's address.
+    return 1, Sized(ADDRESS_BYTES, length=shapes[0].text())
 
 
 RULES: dict[str, Rule] = {
@@ -271,7 +283,9 @@ RULES: dict[str, Rule] = {
     "url": _parsed,
     "quantity": _parsed,
     "semver": _parsed,
-    "cidr": _parsed,
+    "cidr": _address,
+    "ip": _ip,
+    "masked": _ip,
     "isQuantity": _walk_target(SCALAR),
     "isSemver": _walk_target(SCALAR),
     "isIP": _walk_target(SCALAR),
