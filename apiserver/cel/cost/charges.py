@@ -42,7 +42,7 @@ _REQUIREMENTS_PER_CHARACTER = 0.5
 
 
 def walk_cost(size: int, factor: float = STRING_FACTOR) -> int:
-    """ceil(size * factor), as cel-go computes it (in float64: 30 * 0.1 rounds up to 4)."""
+    """ceil(size * factor), computed in floating point as cel-go computes it."""
     if size >= UNBOUNDED:
         return UNBOUNDED
     return math.ceil(float(size) * factor)
