@@ -16,6 +16,7 @@ unmodelled function, a size no input bounds) only an exact count can tell.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,8 +105,13 @@ def _constant_entry(entry: Entry) -> bool:
 
 def _literal(node: Const) -> Shape:
     if isinstance(node.value, str | bytes):
-        return Sized(len(node.value))
+        return _text(len(node.value))
     return SCALAR
+
+
+@functools.lru_cache(maxsize=256)
+def _text(length: int) -> Shape:
+    return Sized(length)
 
 
 class _Walk:
@@ -171,9 +177,15 @@ class _Walk:
         if special is not None:
             return special(self, node)
         operands = (node.target, *node.args) if node.target is not None else node.args
-        estimates = [self.node(operand) for operand in operands]
-        own, shape = charge(node.function, self.checked.overloads(node), [shape for _, _, shape in estimates])
-        return _sum(estimates, own), _iterations(estimates), shape
+        cost = iterations = 0
+        shapes = []
+        for operand in operands:
+            estimate = _KINDS[type(operand)](self, operand)
+            cost += estimate[0]
+            iterations += estimate[1]
+            shapes.append(estimate[2])
+        own, shape = charge(node.function, self.checked.overloads(node), shapes)
+        return cost + own, iterations, shape
 
     def logical(self, node: Call) -> Estimate:
         estimates = [self.node(arg) for arg in node.args]
