@@ -1,0 +1,1 @@
+"""CEL cost accounting."""
