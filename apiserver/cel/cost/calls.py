@@ -14,7 +14,7 @@ from apiserver.cel.cost.functions.relations import contained
 from apiserver.cel.cost.meter import Meter, Step
 from apiserver.cel.cost.overloads import go_overload
 from apiserver.cel.cost.tracker import call_cost
-from apiserver.cel.cost.values import CelError, Err, UInt, Unsupported
+from apiserver.cel.cost.values import CelError, Err, Optional, UInt, Unsupported
 
 if TYPE_CHECKING:
     from apiserver.cel.cost.plan import Planned
@@ -61,6 +61,8 @@ def plan_call(node: Call, planned: list[Planned], types: Sequence[TypeRef], resu
         return Planned(build=lambda: _equality(function, planned[0].compile(), planned[1].compile()))
     if function == "@not_strictly_false":
         return Planned(build=lambda: _not_strictly_false(planned[0].compile()))
+    if function in ("or", "orValue") and member and len(planned) == 2:
+        return Planned(build=lambda: _optional_or(function == "orValue", planned[0].compile(), planned[1].compile()))
     overload = go_overload(function, member, types)
     if overload == "in_list" and planned[1].is_constant:
         membership = _membership(planned)
@@ -126,6 +128,21 @@ def _equality(function: str, left: Step, right: Step) -> Step:
         return result
 
     return equality
+
+
+def _optional_or(unwrap: bool, left: Step, right: Step) -> Step:
+    """`or` and `orValue`, which cel-go plans as free, evaluating the alternative only when needed
+    (and passing a left operand that is not an optional through as it is)."""
+
+    def optional_or(act: dict[str, Any], m: Meter) -> Any:
+        value = left(act, m)
+        if type(value) is not Optional:
+            return value
+        if value.present:
+            return value.value if unwrap else value
+        return right(act, m)
+
+    return optional_or
 
 
 def _not_strictly_false(operand: Step) -> Step:

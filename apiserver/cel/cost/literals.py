@@ -9,12 +9,26 @@ from typing import TYPE_CHECKING, Any
 from apiserver.cel.checked import Comprehension, CreateList, CreateStruct
 from apiserver.cel.cost.meter import Meter, Step
 from apiserver.cel.cost.tracker import LIST_CREATE, MAP_CREATE
-from apiserver.cel.cost.values import AccumulatedList, Err, Optional, Unsupported
+from apiserver.cel.cost.values import AccumulatedList, Err, Optional, Unsupported, type_name
 
 if TYPE_CHECKING:
     from apiserver.cel.cost.plan import Planned, Planner
 
 _NO_VALUE = object()
+# Go's %T of cel-go's values, which its iteration error names.
+_GO_TYPES = {
+    "bool": "types.Bool",
+    "int": "types.Int",
+    "uint": "types.Uint",
+    "double": "types.Double",
+    "string": "types.String",
+    "bytes": "types.Bytes",
+    "null_type": "types.Null",
+    "google.protobuf.Timestamp": "types.Timestamp",
+    "google.protobuf.Duration": "types.Duration",
+    "optional_type": "*types.Optional",
+    "type": "*types.Type",
+}
 
 
 def plan_list(planner: Planner, node: CreateList) -> Planned:
@@ -119,7 +133,7 @@ def _items(collection: Any) -> Any:
         return collection
     if type(collection) is Err:
         return collection
-    return Err(f"got '{type(collection).__name__}', expected iterable type")
+    return Err(f"got '{_GO_TYPES.get(type_name(collection), 'types.Object')}', expected iterable type")
 
 
 def _fold(iter_var: str, accu_var: str, steps: list[Step], result: Step) -> Step:
