@@ -17,6 +17,7 @@ from apiserver.cel.cost.meter import Meter, Step
 from apiserver.cel.cost.qualify import ABSENT, qualify
 from apiserver.cel.cost.values import NONE, Err, Optional
 
+
 class Compilable(Protocol):
     """A planned node, compiled into a Step once the whole expression is planned."""
 
@@ -91,7 +92,9 @@ class Attribute:
 
     __slots__ = ("base", "own", "quals", "test_only")
 
-    def __init__(self, base: str | Compilable | tuple[Compilable, Attribute, Attribute], own: int = 1) -> None:
+    def __init__(
+        self, base: str | Compilable | tuple[Compilable, Attribute, Attribute], own: int = 1
+    ) -> None:
         self.base = base
         self.quals: list[Qual] = []
         self.own = own

@@ -37,7 +37,11 @@ _VARIABLES = tuple(f"a{n}" for n in range(6))
 @functools.cache
 def _compiled(function: str, member: bool, wrappers: tuple[str, ...], result: str) -> Any:
     operands = [f"{wrap}(a{n})" if wrap else f"a{n}" for n, wrap in enumerate(wrappers)]
-    call = f"{operands[0]}.{function}({', '.join(operands[1:])})" if member else f"{function}({', '.join(operands)})"
+    call = (
+        f"{operands[0]}.{function}({', '.join(operands[1:])})"
+        if member
+        else f"{function}({', '.join(operands)})"
+    )
     source = f"string({call})" if result else call
     try:
         return environment(_VARIABLES).compile(source)

@@ -27,7 +27,8 @@ _UNSUPPORTED = frozenset(("check", "authorizer", "serviceAccount", "format"))
 
 def implementation(function: str, member: bool, arity: int, result: TypeRef) -> Impl:
     """The function's Python implementation for `arity` operands, or a bridge to cel-expr-python."""
-    table: dict[str, Any] = {0: functions.NULLARY, 1: functions.UNARY, 2: functions.BINARY}.get(arity, {})
+    tables: dict[int, dict[str, Any]] = {0: functions.NULLARY, 1: functions.UNARY, 2: functions.BINARY}
+    table = tables.get(arity, {})
     if function in table:
         impl: Impl = table[function]
         return impl
@@ -47,7 +48,11 @@ def fold(function: str, constant: Any) -> Any:
 
 
 def _conversion_type(function: str) -> TypeRef:
-    return TypeRef({"timestamp": "google.protobuf.Timestamp", "duration": "google.protobuf.Duration"}.get(function, function))
+    return TypeRef(
+        {"timestamp": "google.protobuf.Timestamp", "duration": "google.protobuf.Duration"}.get(
+            function, function
+        )
+    )
 
 
 def plan_call(node: Call, planned: list[Planned], types: Sequence[TypeRef], result: TypeRef) -> Planned:
@@ -62,7 +67,9 @@ def plan_call(node: Call, planned: list[Planned], types: Sequence[TypeRef], resu
     if function == "@not_strictly_false":
         return Planned(build=lambda: _not_strictly_false(planned[0].compile()))
     if function in ("or", "orValue") and member and len(planned) == 2:
-        return Planned(build=lambda: _optional_or(function == "orValue", planned[0].compile(), planned[1].compile()))
+        return Planned(
+            build=lambda: _optional_or(function == "orValue", planned[0].compile(), planned[1].compile())
+        )
     overload = go_overload(function, member, types)
     if overload == "in_list" and planned[1].is_constant:
         membership = _membership(planned)
@@ -171,7 +178,7 @@ def strict_call(function: str, overload: str, impl: Impl, operands: list[Step]) 
         return _short_call(function, overload, impl, operands)
 
     def long_call(act: dict[str, Any], m: Meter) -> Any:
-        args = []
+        args: list[Any] = []
         for operand in operands:
             value = operand(act, m)
             if type(value) is Err and len(args) < len(operands) - 1:

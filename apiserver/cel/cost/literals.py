@@ -116,7 +116,9 @@ def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
 
     if node.iter_var2:
         raise Unsupported("a two-variable comprehension")
-    parts = [planner.plan(part) for part in (node.iter_range, node.accu_init, node.loop_condition, node.loop_step)]
+    parts = [
+        planner.plan(part) for part in (node.iter_range, node.accu_init, node.loop_condition, node.loop_step)
+    ]
     result = planner.plan(node.result)
 
     def build() -> Step:

@@ -15,7 +15,6 @@ from typing import Any
 from apiserver.cel.checked import (
     Call,
     Checked,
-    Comprehension,
     Const,
     CreateList,
     CreateStruct,
@@ -29,7 +28,9 @@ from apiserver.cel.cost.meter import Step
 from apiserver.cel.cost.values import CelType, UInt, Unsupported
 
 NOT_CONSTANT = object()
-CONVERSIONS = frozenset(("bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp", "type", "uint"))
+CONVERSIONS = frozenset(
+    ("bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp", "type", "uint")
+)
 _INDEXES = {"_[_]": False, "_[?_]": True, "_?._": True}
 
 

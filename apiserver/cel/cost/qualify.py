@@ -54,10 +54,10 @@ def qualify(obj: Any, key: Any, presence: bool) -> Any:
         return ABSENT if presence else Err(f"no such key: {go_format(key)}")
     if kind is list or kind is AccumulatedList:
         index = _list_index(key)
-        if type(index) is Err:
+        if isinstance(index, Err):
             return index
-        if 0 <= index < len(obj):  # type: ignore[operator]
-            return obj[index]  # type: ignore[index]
+        if 0 <= index < len(obj):
+            return obj[index]
         return ABSENT if presence else Err(f"index out of bounds: {go_format(key)}")
     if kind is Err:
         return obj

@@ -94,35 +94,45 @@ def _nominal(_args: Sequence[Any], _result: Any) -> int:
     return 1
 
 
+# Kubernetes' builders and accessors (authorization, IP, CIDR, Quantity, Semver, URL): 1 each.
+_NOMINAL = """
+    serviceAccount path group resource subresource namespace name allowed reason error errored
+    masked prefixLength family isUnspecified isLoopback isLinkLocalMulticast isLinkLocalUnicast
+    isGlobalUnicast format.named sign asInteger isInteger asApproximateFloat isGreaterThan isLessThan
+    compareTo add sub major minor patch getScheme getHostname getHost getPort getEscapedPath getQuery
+"""
+
 _LIBRARY: dict[str, _Rule] = {
     "check": lambda _args, _result: AUTHZ_CHECK,
-    **dict.fromkeys(("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"), lambda a, _r: traversal(a[0])),
-    **dict.fromkeys(("url", "lowerAscii", "upperAscii", "substring", "trim", "jsonpatch.escapeKey"), _first_traversed),
+    **dict.fromkeys(
+        ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"), lambda a, _r: traversal(a[0])
+    ),
+    **dict.fromkeys(
+        ("url", "lowerAscii", "upperAscii", "substring", "trim", "jsonpatch.escapeKey"), _first_traversed
+    ),
     **dict.fromkeys(("replace", "split", "ip.isCanonical"), _first_twice),
     "join": lambda _args, result: math.ceil(_library_size(result) * 2 * STRING_TRAVERSAL),
     **dict.fromkeys(("find", "findAll"), lambda a, _r: _regex(a[0], a[1])),
-    **dict.fromkeys(("cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver"), _first_traversed),
     **dict.fromkeys(
-        (
-            "serviceAccount", "path", "group", "resource", "subresource", "namespace", "name", "allowed",
-            "reason", "error", "errored", "masked", "prefixLength", "family", "isUnspecified", "isLoopback",
-            "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "format.named", "sign",
-            "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo",
-            "add", "sub", "major", "minor", "patch", "getScheme", "getHostname", "getHost", "getPort",
-            "getEscapedPath", "getQuery",
-        ),  # fmt: skip
-        _nominal,
+        ("cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver"), _first_traversed
     ),
+    **dict.fromkeys(_NOMINAL.split(), _nominal),
 }
 
 # The library's value types, for which Kubernetes' estimator prices `==` at 1.
 LIBRARY_TYPES = frozenset(
-    (
-        "kubernetes.Quantity", "kubernetes.URL", "kubernetes.Semver", "net.IP", "net.CIDR",
-        "kubernetes.authorization.Authorizer", "kubernetes.authorization.PathCheck",
-        "kubernetes.authorization.GroupCheck", "kubernetes.authorization.ResourceCheck",
+    [
+        "kubernetes.Quantity",
+        "kubernetes.URL",
+        "kubernetes.Semver",
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.authorization.Authorizer",
+        "kubernetes.authorization.PathCheck",
+        "kubernetes.authorization.GroupCheck",
+        "kubernetes.authorization.ResourceCheck",
         "kubernetes.authorization.Decision",
-    )  # fmt: skip
+    ]
 )
 
 
@@ -148,13 +158,28 @@ def _is_library_value(value: Any) -> bool:
 
 
 _LINEAR = frozenset(
-    ("starts_with_string", "ends_with_string", "string_to_bytes", "bytes_to_string", "strings_quote", "string_format")
+    (
+        "starts_with_string",
+        "ends_with_string",
+        "string_to_bytes",
+        "bytes_to_string",
+        "strings_quote",
+        "string_format",
+    )
 )
 _SMALLER = frozenset(
-    (
-        "less_string", "greater_string", "less_equals_string", "greater_equals_string", "less_bytes",
-        "greater_bytes", "less_equals_bytes", "greater_equals_bytes", "equals", "not_equals",
-    )  # fmt: skip
+    [
+        "less_string",
+        "greater_string",
+        "less_equals_string",
+        "greater_equals_string",
+        "less_bytes",
+        "greater_bytes",
+        "less_equals_bytes",
+        "greater_equals_bytes",
+        "equals",
+        "not_equals",
+    ]
 )
 
 
