@@ -121,8 +121,12 @@ class Attribute:
 
     def compile(self) -> Step:
         """The attribute evaluated as a value: resolved, then observed."""
+        if isinstance(self.base, str) and not self.quals:
+            return _bare_variable(self.base, self.own)
         resolve = self.compile_resolve()
         own, test_only = self.own, self.test_only
+        if isinstance(self.base, str) and self._plain_fields():
+            return _field_path(self.base, tuple(q.key for q in self.quals), own, resolve)
 
         def evaluate(act: dict[str, Any], m: Meter) -> Any:
             value = resolve(act, m)
@@ -132,6 +136,11 @@ class Attribute:
             return value
 
         return evaluate
+
+    def _plain_fields(self) -> bool:
+        return all(
+            type(q.key) is str and q.index is None and not q.optional and not q.test_only for q in self.quals
+        )
 
     def _base(self) -> Step:
         if isinstance(self.base, str):
@@ -149,6 +158,48 @@ def _variable(name: str) -> Step:
         return act.get(name, error)
 
     return variable
+
+
+def _bare_variable(name: str, own: int) -> Step:
+    error = Err(f"no such attribute(s): {name}")
+
+    def variable(act: dict[str, Any], m: Meter) -> Any:
+        m.cost += own
+        return act.get(name, error)
+
+    return variable
+
+
+def _field_path(name: str, keys: tuple[str, ...], own: int, resolve: Step) -> Step:
+    """`variable.a.b` through maps that have the fields, in one go: the cost is the attribute's and
+    one per field. Anything else (a missing field, a list on the way) takes the general path."""
+    cost = own + len(keys)
+    evaluate = _evaluated(resolve, own)
+
+    def fields(act: dict[str, Any], m: Meter) -> Any:
+        obj = act.get(name, _NOWHERE)
+        for key in keys:
+            if type(obj) is not dict:
+                return evaluate(act, m)
+            obj = obj.get(key, _NOWHERE)
+        if obj is _NOWHERE:
+            return evaluate(act, m)
+        m.cost += cost
+        return obj
+
+    return fields
+
+
+def _evaluated(resolve: Step, own: int) -> Step:
+    def evaluate(act: dict[str, Any], m: Meter) -> Any:
+        value = resolve(act, m)
+        m.cost += own
+        return value
+
+    return evaluate
+
+
+_NOWHERE = object()
 
 
 def _conditional(condition: Step, truthy: Step, falsy: Step) -> Step:

@@ -4,6 +4,7 @@ strict in its operands, priced by tracker.call_cost after it returns."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from apiserver.cel.cost.functions.equality import equal
 from apiserver.cel.cost.functions.relations import contained
 from apiserver.cel.cost.meter import Meter, Step
 from apiserver.cel.cost.overloads import go_overload
-from apiserver.cel.cost.tracker import call_cost
+from apiserver.cel.cost.tracker import STRING_TRAVERSAL, call_cost, equality_cost
 from apiserver.cel.cost.values import CelError, Err, Optional, UInt, Unsupported
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def plan_call(node: Call, planned: list[Planned], types: Sequence[TypeRef], resu
     if function in ("_&&_", "_||_"):
         return Planned(build=lambda: _logic(function == "_&&_", planned[0].compile(), planned[1].compile()))
     if function in ("_==_", "_!=_"):
-        return Planned(build=lambda: _equality(function, planned[0].compile(), planned[1].compile()))
+        return Planned(build=lambda: _equality(function, planned[0], planned[1]))
     if function == "@not_strictly_false":
         return Planned(build=lambda: _not_strictly_false(planned[0].compile()))
     if function in ("or", "orValue") and member and len(planned) == 2:
@@ -119,9 +120,12 @@ def _logic(conjunction: bool, left: Step, right: Step) -> Step:
     return logic
 
 
-def _equality(function: str, left: Step, right: Step) -> Step:
-    overload = "equals" if function == "_==_" else "not_equals"
+def _equality(function: str, left_planned: Planned, right_planned: Planned) -> Step:
     negate = function == "_!=_"
+    left = left_planned.compile()
+    if right_planned.is_constant and type(right_planned.constant) is str:
+        return _equality_to_string(function, left, right_planned.constant)
+    right = right_planned.compile()
 
     def equality(act: dict[str, Any], m: Meter) -> Any:
         lhs, rhs = left(act, m), right(act, m)
@@ -131,7 +135,23 @@ def _equality(function: str, left: Step, right: Step) -> Step:
             result = rhs
         else:
             result = equal(lhs, rhs) is not negate
-        m.cost += call_cost("_==_" if not negate else "_!=_", overload, (lhs, rhs), result)
+        m.cost += equality_cost(function, lhs, rhs, result)
+        return result
+
+    return equality
+
+
+def _equality_to_string(function: str, left: Step, constant: str) -> Step:
+    """`x == 'literal'`, the commonest comparison, without a step for the literal."""
+    negate = function == "_!=_"
+
+    def equality(act: dict[str, Any], m: Meter) -> Any:
+        lhs = left(act, m)
+        if type(lhs) is str:
+            m.cost += math.ceil(min(len(lhs), len(constant)) * STRING_TRAVERSAL)
+            return (lhs == constant) is not negate
+        result = lhs if type(lhs) is Err else equal(lhs, constant) is not negate
+        m.cost += equality_cost(function, lhs, constant, result)
         return result
 
     return equality

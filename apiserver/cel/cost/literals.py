@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from apiserver.cel.checked import Comprehension, CreateList, CreateStruct
+from apiserver.cel.cost.macros import fold_quantifier, quantifier
 from apiserver.cel.cost.meter import Meter, Step
 from apiserver.cel.cost.tracker import LIST_CREATE, MAP_CREATE
 from apiserver.cel.cost.values import AccumulatedList, Err, Optional, Unsupported, type_name
@@ -116,6 +117,9 @@ def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
 
     if node.iter_var2:
         raise Unsupported("a two-variable comprehension")
+    predicate = quantifier(node)
+    if predicate is not None:
+        return _plan_quantifier(planner, node, planner.plan(predicate))
     parts = [
         planner.plan(part) for part in (node.iter_range, node.accu_init, node.loop_condition, node.loop_step)
     ]
@@ -124,6 +128,18 @@ def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
     def build() -> Step:
         steps = [part.compile() for part in parts]
         return _fold(node.iter_var, node.accu_var, steps, result.compile())
+
+    return Planned(build=build)
+
+
+def _plan_quantifier(planner: Planner, node: Comprehension, predicate: Planned) -> Planned:
+    from apiserver.cel.cost.plan import Planned
+
+    iter_range = planner.plan(node.iter_range)
+    universal = node.accu_init.value is True  # type: ignore[union-attr]
+
+    def build() -> Step:
+        return fold_quantifier(universal, node.iter_var, iter_range.compile(), predicate.compile(), _items)
 
     return Planned(build=build)
 
