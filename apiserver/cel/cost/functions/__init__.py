@@ -6,14 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apiserver.cel.cost.functions import arithmetic, optionals, relations
+from apiserver.cel.cost.functions import arithmetic, optionals, relations, strings
 
 NULLARY: dict[str, Callable[[], Any]] = dict(optionals.NULLARY)
-UNARY: dict[str, Callable[[Any], Any]] = {**arithmetic.UNARY, **relations.UNARY, **optionals.UNARY}
+UNARY: dict[str, Callable[[Any], Any]] = {
+    **arithmetic.UNARY,
+    **relations.UNARY,
+    **optionals.UNARY,
+    **strings.UNARY,
+}
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     **arithmetic.BINARY,
     **relations.BINARY,
     **optionals.BINARY,
+    **strings.BINARY,
 }
 
 __all__ = ["BINARY", "NULLARY", "UNARY"]
