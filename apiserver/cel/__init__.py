@@ -7,6 +7,6 @@ and Kubernetes' libraries. Failures are `CompileError` and `EvaluationError`, wo
 """
 
 from apiserver.cel.errors import CompileError, EvaluationError
-from apiserver.cel.program import Bindings, Program, compile_expression
+from apiserver.cel.program import Bindings, Costed, Program, compile_expression
 
-__all__ = ["Bindings", "CompileError", "EvaluationError", "Program", "compile_expression"]
+__all__ = ["Bindings", "CompileError", "Costed", "EvaluationError", "Program", "compile_expression"]

@@ -1,22 +1,22 @@
-"""What keeps one evaluation small, beside cel-expr-python's own iteration budget.
+"""The limits one evaluation is held to: upstream's, and those of cel-expr-python's engine.
 
-cel-expr-python stops an evaluation after about 10,000 comprehension iterations in all (where
-upstream counts a cost of 1,000,000 per call). Within that budget one thing still grows badly: its
-`map` and `filter` copy the list they build at every step, so a list of n elements costs n*n/2
-copies (8,000 elements: 1.5 s and 1 GB at the peak). An expression that maps or filters is
-therefore refused, as upstream refuses a call over its cost limit, when its input holds a list
-longer than MAX_MAPPED_LIST.
+Upstream stops an evaluation whose cost, as cel-go's tracker counts it, passes PER_CALL_LIMIT.
+cel-expr-python counts no cost: it stops after ENGINE_ITERATIONS comprehension iterations in all,
+and its `map` and `filter` copy the list they build at every step, so a list of n elements costs
+n*n/2 copies (8,000 elements: 1.5 s and 1 GB at the peak). An evaluation the engine cannot finish
+within those goes to the cost-tracking evaluator instead.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-from apiserver.cel.errors import COST_LIMIT_EXCEEDED, EvaluationError
-
-# A map or filter over this many elements takes about 60 ms and 70 MB at its peak.
+# celconfig.PerCallLimit.
+PER_CALL_LIMIT = 1_000_000
+# cel-expr-python's comprehension budget ("Iteration budget exceeded" past it).
+ENGINE_ITERATIONS = 10_000
+# A map or filter over this many elements takes the engine about 60 ms and 70 MB at its peak.
 MAX_MAPPED_LIST = 2_000
 
 # Over-approximates: a `.map(` inside a string literal also counts, which only costs the walk.
@@ -28,7 +28,8 @@ def maps_lists(source: str) -> bool:
     return _MAPS_OR_FILTERS.search(source) is not None
 
 
-def _longest_list(value: Any) -> int:
+def longest_list(value: Any) -> int:
+    """The length of the longest list anywhere in `value`."""
     longest = 0
     pending = [value]
     while pending:
@@ -39,9 +40,3 @@ def _longest_list(value: Any) -> int:
             longest = max(longest, len(item))
             pending.extend(item)
     return longest
-
-
-def check_mapped_lists(activation: Mapping[str, Any]) -> None:
-    """Refuse the evaluation when any list in the activation is too long to map or filter."""
-    if _longest_list(list(activation.values())) > MAX_MAPPED_LIST:
-        raise EvaluationError(COST_LIMIT_EXCEEDED)

@@ -16,7 +16,12 @@ class CompileError(Exception):
 
 
 class EvaluationError(Exception):
-    """An expression that failed while evaluated; the message is worded as cel-go's."""
+    """An expression that failed while evaluated; the message is worded as cel-go's. `cost` is
+    what the evaluation had spent when it failed, when the cost-tracking evaluator counted it."""
+
+    def __init__(self, message: str, cost: int = 0) -> None:
+        super().__init__(message)
+        self.cost = cost
 
 
 # cel-expr-python prefixes each message with an absl status code and may end it with the code again.

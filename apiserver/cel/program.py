@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
 
-from apiserver.cel.bounds import check_mapped_lists, maps_lists
+from apiserver.cel.bounds import ENGINE_ITERATIONS, MAX_MAPPED_LIST, PER_CALL_LIMIT, longest_list, maps_lists
+from apiserver.cel.checked import Checked, Ident, Node, Select, checked_tree, walk
+from apiserver.cel.cost import Unsupported, evaluate_with_cost
+from apiserver.cel.cost.bound import cost_bound
+from apiserver.cel.cost.sizes import SizeSummary
 from apiserver.cel.environment import environment
 from apiserver.cel.errors import CompileError, EvaluationError, compile_message, evaluation_message
 from apiserver.cel.values import plain
@@ -18,34 +23,113 @@ class Bindings:
     of 1,000 subjects). The values must not change once bound, and the programs run in the thread
     that bound them (the engine keeps what it converted in that thread's arena)."""
 
-    __slots__ = ("data", "native")
+    __slots__ = ("data", "native", "sizes")
 
     def __init__(self, variables: Sequence[str], data: Mapping[str, Any]) -> None:
         self.data = data
         self.native = environment(tuple(variables)).Activation(dict(data))
+        # What the cost bounds of the programs learn of the values' sizes, learnt once.
+        self.sizes = SizeSummary.of(data)
+
+
+@dataclass
+class Costed:
+    """One evaluation: its value or its error, and what it cost as cel-go's tracker counts, exactly
+    or (`exact` False) as an upper bound whose exact figure `exact_cost` works out on demand."""
+
+    value: Any
+    error: EvaluationError | None
+    cost: int
+    exact: bool
+    pricing: Callable[[], int] | None = None
+
+    def result(self) -> Any:
+        """The value, or the evaluation's error raised."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def exact_cost(self) -> int:
+        """The exact cost, worked out now if only a bound was known (or the bound, when no exact
+        figure can be had)."""
+        if not self.exact and self.pricing is not None:
+            self.cost = self.pricing()
+        self.exact = True
+        return self.cost
 
 
 class Program:
-    """One compiled expression; reusable, and safe to evaluate from any number of requests."""
+    """One compiled expression; reusable, and safe to evaluate from any number of requests.
 
-    __slots__ = ("_compiled", "_maps_lists", "source")
+    Each evaluation is held to upstream's per-call cost limit. The fast engine runs it when a
+    bound of its cost over the actual input shows it within the limit and within the engine's own
+    iteration budget; otherwise the cost-tracking evaluator runs it, and decides exactly."""
+
+    __slots__ = ("_checked", "_compiled", "_maps_lists", "source")
 
     def __init__(self, source: str, compiled: Any) -> None:
         self.source = source
         self._compiled = compiled
         self._maps_lists = maps_lists(source)
+        self._checked: Checked = checked_tree(compiled)
 
     def evaluate(self, activation: Mapping[str, Any] | Bindings) -> Any:
         """The expression's value over `activation` (JSON-like values by variable name; None for an
         absent object; or Bindings of the same variables), as plain Python values."""
+        return self.run(activation).result()
+
+    def run(self, activation: Mapping[str, Any] | Bindings, limit: int = PER_CALL_LIMIT) -> Costed:
+        """The expression evaluated over `activation`, with its cost."""
         data = activation.data if isinstance(activation, Bindings) else activation
-        if self._maps_lists:
-            check_mapped_lists(data)
+        sizes = activation.sizes if isinstance(activation, Bindings) else SizeSummary.of(data)
+        bound = cost_bound(self._checked, sizes)
+        engine_safe = bound.iterations <= ENGINE_ITERATIONS and not self._copies_long_lists(data)
+        if bound.bounded and bound.cost <= limit and engine_safe:
+            return self._fast(activation, bound.cost, lambda: self._priced(data, limit, bound.cost))
+        exact = self._exact(data, limit)
+        if exact is None:
+            # The cost-tracking evaluator lacks some call: the engine decides, charged the bound
+            # when there is one, nothing otherwise.
+            return self._fast(activation, bound.cost if bound.bounded else 0, None)
+        return exact
+
+    def _priced(self, data: Mapping[str, Any], limit: int, bound: int) -> int:
+        exact = self._exact(data, limit)
+        return bound if exact is None else exact.cost
+
+    @property
+    def variables_read(self) -> tuple[str, ...]:
+        """The fields of `variables` the expression names, in the order first named."""
+        names = [node.field for node in walk(self._checked.expr) if _reads_variable(node)]
+        return tuple(dict.fromkeys(names))
+
+    def _copies_long_lists(self, data: Mapping[str, Any]) -> bool:
+        """The engine's map and filter copy the list they build at every step (n*n/2 copies)."""
+        return self._maps_lists and longest_list(list(data.values())) > MAX_MAPPED_LIST
+
+    def _exact(self, data: Mapping[str, Any], limit: int) -> Costed | None:
+        try:
+            value, cost = evaluate_with_cost(self._checked, data, limit)
+        except Unsupported:
+            return None
+        except EvaluationError as exc:
+            return Costed(None, exc, exc.cost, True)
+        return Costed(value, None, cost, True)
+
+    def _fast(
+        self, activation: Mapping[str, Any] | Bindings, bound: int, pricing: Callable[[], int] | None
+    ) -> Costed:
+        try:
+            return Costed(self._engine(activation), None, bound, False, pricing)
+        except EvaluationError as exc:
+            return Costed(None, exc, bound, False, pricing)
+
+    def _engine(self, activation: Mapping[str, Any] | Bindings) -> Any:
         try:
             if isinstance(activation, Bindings):
                 value = self._compiled.eval(activation.native)
             else:
-                value = self._compiled.eval(data=activation)
+                value = self._compiled.eval(data=dict(activation))
         except (RuntimeError, TypeError, ValueError) as exc:
             raise EvaluationError(evaluation_message(str(exc))) from None
         if value.type().name() == "ERROR":
@@ -60,6 +144,11 @@ class Program:
 
     def __repr__(self) -> str:
         return f"Program({self.source!r})"
+
+
+def _reads_variable(node: Node) -> TypeGuard[Select]:
+    """`variables.<name>`."""
+    return isinstance(node, Select) and isinstance(node.operand, Ident) and node.operand.name == "variables"
 
 
 _GO_NAMES = {

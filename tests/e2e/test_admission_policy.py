@@ -31,11 +31,20 @@ ACTIVE_TIMEOUT = 60.0
 ADMISSION_KEYS = ("validation.policy.admission.k8s.io/",)
 
 
-def rolebinding(name: str, role: str = "view", subjects: int = 1, labels: JSON | None = None) -> JSON:
+def rolebinding(
+    name: str,
+    role: str = "view",
+    subjects: int = 1,
+    labels: JSON | None = None,
+    annotations: JSON | None = None,
+) -> JSON:
+    metadata: JSON = {"name": name, **({"labels": labels} if labels else {})}
+    if annotations:
+        metadata["annotations"] = annotations
     obj: JSON = {
         "apiVersion": f"{OURS}/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": name, **({"labels": labels} if labels else {})},
+        "metadata": metadata,
         "roleRef": {"apiGroup": OURS, "kind": "ClusterRole", "name": role},
         "subjects": [
             {"apiGroup": OURS, "kind": "User", "name": f"user-{index}"} for index in range(subjects)
@@ -79,6 +88,7 @@ def delete(name: str) -> Step:
 
 
 NO_ADMIN = {"expression": "object.roleRef.name != 'cluster-admin'", "message": "no bindings to cluster-admin"}
+COSTLY = "object.subjects.all(s, !object.metadata.annotations.big.contains(s.name))"
 CASES = [
     Case(
         "deny",
@@ -226,6 +236,63 @@ CASES = [
         "dry-run",
         [NO_ADMIN],
         steps=[create(rolebinding("dry", "cluster-admin"), "dryRun=All")],
+    ),
+    # Runtime cost, as cel-go's tracker counts it: 12,000 iterations cost about 72,000 (within
+    # the per-call limit of 1,000,000, however many iterations that is) ...
+    Case(
+        "cost-many-iterations",
+        [{"expression": "object.subjects.all(s, s.name != 'root')"}],
+        steps=[create(rolebinding("many", subjects=12_000))],
+    ),
+    # ... 40 searches of a 250,000-byte string cost 1,000,401 (over the limit; 38 cost 950,383) ...
+    Case(
+        "cost-per-call-limit",
+        [{"expression": COSTLY}],
+        steps=[create(rolebinding("costly", subjects=40, annotations={"big": "a" * 250_000}))],
+    ),
+    # ... and a policy's expressions spend 10,000,000 in all: the eleventh of 950,383 runs out.
+    Case(
+        "cost-budget",
+        [{"expression": COSTLY, "message": f"costly {index}"} for index in range(11)],
+        steps=[
+            create(rolebinding("within", subjects=1, annotations={"big": "a" * 250_000})),
+            create(rolebinding("spent", subjects=38, annotations={"big": "a" * 250_000})),
+        ],
+    ),
+    # The messageExpressions spend what the validations left: here not enough, so every validation
+    # that did not fail is an error ("failed messageExpression: ...").
+    Case(
+        "cost-message-budget",
+        [
+            *({"expression": COSTLY} for _ in range(10)),
+            {"expression": "true", "messageExpression": f"{COSTLY} ? 'costly' : 'cheap'"},
+        ],
+        steps=[create(rolebinding("messages", subjects=38, annotations={"big": "a" * 250_000}))],
+    ),
+    # A variable is charged once, to the first expression that names it: eleven reads of one
+    # costing 950,383 fit.
+    Case(
+        "cost-variable-once",
+        [{"expression": "variables.costly"} for _ in range(11)],
+        spec={"variables": [{"name": "costly", "expression": COSTLY}]},
+        steps=[create(rolebinding("shared", subjects=38, annotations={"big": "a" * 250_000}))],
+    ),
+    # matchConditions have 2,500,000 between them; audit annotations 10,000,000 of their own.
+    Case(
+        "cost-match-conditions",
+        [NO_ADMIN],
+        spec={"matchConditions": [{"name": f"costly-{n}", "expression": COSTLY} for n in range(3)]},
+        steps=[create(rolebinding("matched", subjects=38, annotations={"big": "a" * 250_000}))],
+    ),
+    Case(
+        "cost-audit-annotations",
+        [NO_ADMIN],
+        spec={
+            "auditAnnotations": [
+                {"key": f"costly-{n}", "valueExpression": f"{COSTLY} ? 'costly' : 'cheap'"} for n in range(11)
+            ]
+        },
+        steps=[create(rolebinding("annotated", subjects=38, annotations={"big": "a" * 250_000}))],
     ),
 ]
 PROBE = {"expression": "object.metadata.name != 'probe'", "message": "probe"}

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.cel import Bindings, CompileError, EvaluationError, Program, compile_expression
+from apiserver.admission.budget import Budget
+from apiserver.cel import Bindings, CompileError, Costed, EvaluationError, Program, compile_expression
 from apiserver.machinery.types import JSON
 
 # What every expression of a policy may name (upstream's admission CEL environment). Upstream
@@ -59,15 +60,32 @@ class Expression:
             return cls(source, None, f"must evaluate to one of [{' '.join(returns)}] but got {found}")
         return cls(source, program)
 
-    def run(self, activation: Mapping[str, Any] | Bindings) -> Any:
-        """The expression's value; raises ExpressionError with upstream's wording."""
+    def run(self, activation: Mapping[str, Any] | Bindings, budget: Budget | None = None) -> Any:
+        """The expression's value; raises ExpressionError with upstream's wording, and OutOfBudget
+        when its cost overruns `budget` (charged whether it failed or not, as upstream does)."""
+        costed = self.evaluate(activation)
+        if budget is not None:
+            budget.charge(costed)
+        return self.value(costed)
+
+    def evaluate(self, activation: Mapping[str, Any] | Bindings) -> Costed:
+        """The evaluation with its cost; ExpressionError when the expression did not compile."""
         if self.program is None:
             raise ExpressionError(f"compilation error: {self.compile_error}", self.compile_error)
+        return self.program.run(activation)
+
+    def value(self, costed: Costed) -> Any:
+        """`costed`'s value, or its error as ExpressionError."""
         try:
-            return self.program.evaluate(activation)
+            return costed.result()
         except EvaluationError as exc:
             detail = str(exc)
             raise ExpressionError(f"expression '{self.source}' resulted in error: {detail}", detail) from None
+
+    @property
+    def variables_read(self) -> tuple[str, ...]:
+        """The composited variables the expression names (`variables.<name>`)."""
+        return self.program.variables_read if self.program is not None else ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.admission.budget import RUNTIME_BUDGET, Budget, OutOfBudget
 from apiserver.admission.conditions import conditions_hold
 from apiserver.admission.policy.compiled import (
     FAIL,
@@ -18,7 +19,7 @@ from apiserver.admission.policy.compiled import (
     ExpressionError,
     Validation,
 )
-from apiserver.cel import Bindings
+from apiserver.cel import Bindings, Costed
 from apiserver.machinery.errors import aggregate_message
 
 ADMIT = "Admit"
@@ -53,26 +54,35 @@ class Result:
 
 
 class Evaluation:
-    """The policy's expressions over one activation, its variables composited in order."""
+    """The policy's expressions over one activation, its variables composited in order.
+
+    Costs are upstream's: matchConditions spend from a budget of their own; validations, the
+    variables they read (charged to the first expression that names them) and then the
+    messageExpressions spend from another; audit annotations from a third."""
 
     def __init__(self, policy: CompiledPolicy, activation: Mapping[str, Any]) -> None:
         self.policy = policy
         self.failed_variables: dict[str, str] = {}
+        self._variable_costs: dict[str, Costed] = {}
+        self._charged: set[str] = set()
         variables: dict[str, Any] = {}
         # Each variable sees those before it; the rest of the policy sees them all.
         for name, expression in policy.variables:
             self.bindings = Bindings(VARIABLES, {**activation, "variables": dict(variables)})
             try:
-                variables[name] = self.run(expression)
+                costed = expression.evaluate(self.bindings)
+                self._variable_costs[name] = costed
+                variables[name] = expression.value(costed)
             except ExpressionError as exc:
                 self.failed_variables[name] = exc.detail
         self.bindings = Bindings(VARIABLES, {**activation, "variables": variables})
 
-    def run(self, expression: Expression) -> Any:
+    def run(self, expression: Expression, budget: Budget) -> Any:
         """As Expression.run; an expression that reads a variable which failed fails as upstream's
         lazily composited variable makes it fail."""
+        self._charge_variables(expression, budget)
         try:
-            return expression.run(self.bindings)
+            return expression.run(self.bindings, budget)
         except ExpressionError as exc:
             missing = _NO_SUCH_KEY.search(exc.detail)
             if missing and missing.group(1) in self.failed_variables:
@@ -82,7 +92,18 @@ class Evaluation:
                 raise ExpressionError(message, detail) from None
             raise
 
-    def _error_decision(self, message: str) -> Decision:
+    def _charge_variables(self, expression: Expression, budget: Budget) -> None:
+        """What the variables `expression` names cost, the first time one is named."""
+        definitions = dict(self.policy.variables)
+        for name in expression.variables_read:
+            if name in self._charged or name not in definitions:
+                continue
+            self._charged.add(name)
+            self._charge_variables(definitions[name], budget)
+            if name in self._variable_costs:
+                budget.charge(self._variable_costs[name])
+
+    def error_decision(self, message: str) -> Decision:
         if self.policy.failure_policy == FAIL:
             return Decision(DENY, message, error=True)
         return Decision(ADMIT, error=True)
@@ -94,38 +115,45 @@ class Evaluation:
         if not holds:
             return Decision(ADMIT)
         if failures:
-            return self._error_decision(aggregate_message(failures))
+            return self.error_decision(aggregate_message(failures))
         return None
 
-    def validate(self, validation: Validation) -> Decision:
+    def outcome(self, validation: Validation, budget: Budget) -> Any:
+        """The validation's value, or its ExpressionError; OutOfBudget raised."""
         try:
-            value = self.run(validation.expression)
+            return self.run(validation.expression, budget)
         except ExpressionError as exc:
-            return self._error_decision(str(exc))
-        if value is True:
-            return Decision(ADMIT)
-        return Decision(DENY, self._message(validation), validation.reason or REASON_INVALID)
+            return exc
 
-    def _message(self, validation: Validation) -> str:
-        """messageExpression's string if usable, else message, else the expression named."""
-        message = ""
-        if validation.message_expression is not None:
+    def messages(self, budget: Budget) -> tuple[list[Any], str]:
+        """Every validation's messageExpression value (None without one or when it failed), as
+        upstream evaluates them all; and the error that stopped them (running out of budget)."""
+        values: list[Any] = []
+        for validation in self.policy.validations:
+            if validation.message_expression is None:
+                values.append(None)
+                continue
             try:
-                value = self.run(validation.message_expression)
+                values.append(self.run(validation.message_expression, budget))
             except ExpressionError:
-                value = None
-            if isinstance(value, str):
-                message = value.strip()
-                if len(message.encode()) > MAX_MESSAGE_BYTES or "\n" in message:
-                    message = ""
-        if not message and validation.message:
-            message = validation.message.strip()
-        return message or f"failed expression: {validation.expression.source.strip()}"
+                values.append(None)
+            except OutOfBudget as exc:
+                return values, str(exc)
+        return values, ""
 
-    def annotate(self, annotation: AuditAnnotation) -> Annotation | None:
-        """The annotation to publish, an error, or None (left out)."""
+    def decide(self, validation: Validation, outcome: Any, message: Any, message_error: str) -> Decision:
+        if isinstance(outcome, ExpressionError):
+            return self.error_decision(str(outcome))
+        if message_error:
+            return self.error_decision(f"failed messageExpression: {message_error}")
+        if outcome is True:
+            return Decision(ADMIT)
+        return Decision(DENY, _message(validation, message), validation.reason or REASON_INVALID)
+
+    def annotate(self, annotation: AuditAnnotation, budget: Budget) -> Annotation | None:
+        """The annotation to publish, an error, or None (left out); OutOfBudget raised."""
         try:
-            value = self.run(annotation.value)
+            value = self.run(annotation.value, budget)
         except ExpressionError as exc:
             return Annotation(annotation.key, error=str(exc)) if self.policy.failure_policy == FAIL else None
         if value is None:
@@ -138,6 +166,18 @@ class Evaluation:
             f"{_cel_type(value)}. Return type must be either string or null."
         )
         return Annotation(annotation.key, error=unsupported)
+
+
+def _message(validation: Validation, value: Any) -> str:
+    """messageExpression's string if usable, else message, else the expression named."""
+    message = ""
+    if isinstance(value, str):
+        message = value.strip()
+        if len(message.encode()) > MAX_MESSAGE_BYTES or "\n" in message:
+            message = ""
+    if not message and validation.message:
+        message = validation.message.strip()
+    return message or f"failed expression: {validation.expression.source.strip()}"
 
 
 def _cel_type(value: Any) -> str:
@@ -162,9 +202,24 @@ def evaluate(policy: CompiledPolicy, activation: Mapping[str, Any]) -> Result:
     matched = evaluation.matches()
     if matched is not None:
         return Result([matched] if matched.action == DENY else [])
-    result = Result([evaluation.validate(validation) for validation in policy.validations])
-    for annotation in policy.audit_annotations:
-        outcome = evaluation.annotate(annotation)
-        if outcome is not None:
-            result.annotations.append(outcome)
-    return result
+    budget = Budget(RUNTIME_BUDGET)
+    try:
+        outcomes = [evaluation.outcome(validation, budget) for validation in policy.validations]
+    except OutOfBudget as exc:
+        return Result([evaluation.error_decision(str(exc))])
+    messages, message_error = evaluation.messages(budget)
+    messages += [None] * (len(outcomes) - len(messages))
+    decisions = [
+        evaluation.decide(validation, outcome, message, message_error)
+        for validation, outcome, message in zip(policy.validations, outcomes, messages, strict=True)
+    ]
+    annotations: list[Annotation] = []
+    annotation_budget = Budget(RUNTIME_BUDGET)
+    try:
+        for annotation in policy.audit_annotations:
+            outcome = evaluation.annotate(annotation, annotation_budget)
+            if outcome is not None:
+                annotations.append(outcome)
+    except OutOfBudget as exc:
+        return Result([evaluation.error_decision(str(exc))])
+    return Result(decisions, annotations)

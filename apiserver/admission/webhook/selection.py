@@ -37,7 +37,7 @@ async def _conditions_match(hook: Webhook, request: AdmissionRequest, authorizer
     def judge() -> tuple[bool, list[str]]:
         # Bound in the thread that evaluates (the engine's values belong to the thread's arena).
         bindings = Bindings(VARIABLES, activation)
-        return conditions_hold(hook.conditions, lambda expression: expression.run(bindings))
+        return conditions_hold(hook.conditions, lambda expression, budget: expression.run(bindings, budget))
 
     uses_authorizer = any("authorizer" in expression.source for _, expression in hook.conditions)
     holds, failures = await checked(judge, authorizer) if uses_authorizer else judge()

@@ -16,6 +16,7 @@ from apiserver.cel.checked.tree import (
     Reference,
     Select,
     TypeRef,
+    walk,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "Select",
     "TypeRef",
     "checked_tree",
+    "walk",
 ]

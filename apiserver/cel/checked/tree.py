@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,31 @@ class Comprehension:
 
 
 Node = Const | Ident | Select | Call | CreateList | CreateStruct | Comprehension
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """`node` and every node under it."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(_children(current))
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Select):
+        return (node.operand,)
+    if isinstance(node, Call):
+        return (*((node.target,) if node.target is not None else ()), *node.args)
+    if isinstance(node, CreateList):
+        return node.elements
+    if isinstance(node, CreateStruct):
+        keys = tuple(entry.key for entry in node.entries if not isinstance(entry.key, str))
+        return (*keys, *(entry.value for entry in node.entries))
+    if isinstance(node, Comprehension):
+        parts = (node.iter_range, node.accu_init, node.loop_condition, node.loop_step, node.result)
+        return parts
+    return ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ def evaluate_with_cost(checked: Checked, activation: Mapping[str, Any], limit: i
         value = step(dict(activation), meter)
         meter.check()
     except CostLimitExceeded:
-        raise EvaluationError(COST_LIMIT_EXCEEDED) from None
+        raise EvaluationError(COST_LIMIT_EXCEEDED, meter.cost) from None
     if type(value) is Err:
-        raise EvaluationError(value.message)
+        raise EvaluationError(value.message, meter.cost)
     return plain(value), meter.cost
