@@ -4,6 +4,7 @@ pytest_plugins = [
     "tests.support.etcd",
     "tests.support.tools",
     "tests.support.server",
+    "tests.support.kubectl",
     "tests.support.api",
     "tests.support.controlplane",
     "tests.support.aggregation",

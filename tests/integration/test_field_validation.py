@@ -13,7 +13,6 @@ import yaml
 
 from tests.support.api import Api, Response, rb_path, rolebinding
 from tests.support.kubectl import Kubectl
-from tests.support.server import ServerProcess
 
 UNKNOWN = 'unknown field "spec"'
 
@@ -129,8 +128,7 @@ def test_dry_runs_leave_no_watch_event(api: Api) -> None:
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "real")]
 
 
-def test_kubectl_prints_the_servers_warnings(kubectl: Path, server: ServerProcess, tmp_path: Path) -> None:
-    kubectl_cli = Kubectl(kubectl, server.kubeconfig)
+def test_kubectl_prints_the_servers_warnings(kubectl_cli: Kubectl, tmp_path: Path) -> None:
     body = rolebinding("kubectl-warned")
     body["metadata"]["namespace"] = "fv"
     body["spec"] = {"x": 1}

@@ -15,7 +15,6 @@ import yaml
 
 from tests.support.helm import Helm
 from tests.support.kubectl import EV, RB, Kubectl
-from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
 
@@ -114,11 +113,6 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def helm_cli(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Helm:
     return Helm(helm, tmp_path_factory.mktemp("helm-home"))
-
-
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
 
 
 def render(helm_cli: Helm, chart: Path, release: str, namespace: str, *sets: str) -> str:

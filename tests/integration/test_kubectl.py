@@ -8,21 +8,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
-from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
-
-
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
 
 
 def test_create_get_json_and_yaml(kubectl_cli: Kubectl) -> None:

@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from tests.support.kubectl import EV, RB, Kubectl, event_body
-from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
 
@@ -27,11 +26,6 @@ SUBJECTS = [
     {"kind": "Group", "name": "devs"},
     {"kind": "ServiceAccount", "name": "bot", "namespace": "ci"},
 ]
-
-
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
 
 
 def rolebinding(

@@ -46,11 +46,6 @@ class Kubectl:
         )
 
 
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
 def words(text: str) -> str:
     """Text with its line wrapping and indentation undone (kubectl wraps descriptions at 80 columns)."""
     return " ".join(text.split())

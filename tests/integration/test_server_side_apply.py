@@ -12,18 +12,12 @@ import yaml
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.kubectl import RB, Kubectl
-from tests.support.server import ServerProcess
 
 APPLY = "application/apply-patch+yaml"
 GROUP = "rbac.authorization.core.io"
 API_VERSION = f"{GROUP}/v1"
 ALICE = {"kind": "User", "name": "alice"}
 FIELD_MANAGER_REQUIRED = "fieldManager: Required value: is required for apply patch"
-
-
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
 
 
 def manifest(

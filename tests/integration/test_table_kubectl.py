@@ -9,7 +9,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Generator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ import yaml
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
-from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
 
@@ -32,11 +30,6 @@ SUBJECTS = [
     {"kind": "ServiceAccount", "name": "bot", "namespace": "ci"},
     {"kind": "User", "name": "bob"},
 ]
-
-
-@pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
 
 
 @pytest.fixture(scope="module")

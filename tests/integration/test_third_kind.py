@@ -74,11 +74,6 @@ def admin(server: ServerProcess) -> Api:
 
 
 @pytest.fixture(scope="module")
-def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
-@pytest.fixture(scope="module")
 def client(server: ServerProcess) -> Iterator[dynamic.DynamicClient]:
     api_client: ApiClient = config.new_client_from_config(config_file=str(server.kubeconfig))
     try:

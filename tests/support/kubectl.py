@@ -1,5 +1,7 @@
 """Running the real kubectl against a test server through the kubeconfig the server wrote, and the
-manifests the kubectl tests share."""
+manifests the kubectl tests share.
+
+The `kubectl_cli` fixture is kubectl on the module's `server` (registered in the root conftest)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from tests.support.server import ServerProcess
 
 RB = "rolebindings.rbac.authorization.core.io"
 EV = "events.events.core.io"
@@ -46,6 +51,12 @@ class Kubectl:
 
     def json(self, *args: str, input: str | None = None) -> Any:
         return json.loads(self.run(*args, "-o", "json", input=input).stdout)
+
+
+@pytest.fixture(scope="module")
+def kubectl_cli(kubectl: Path, server: ServerProcess) -> Kubectl:
+    """kubectl with the admin's kubeconfig of the module's `server`."""
+    return Kubectl(kubectl, server.kubeconfig)
 
 
 def rolebinding_yaml(name: str, namespace: str, subjects: list[dict[str, str]] | None = None) -> str:
