@@ -1,4 +1,7 @@
-"""Fixtures shared across the suite: real etcd, real kubectl/helm, the real server process."""
+"""Fixtures shared across the suite: real etcd, real kubectl/helm, the real server process; and
+soak tests (marked `soak`) skipped unless `-m soak` selects them."""
+
+import pytest
 
 pytest_plugins = [
     "tests.support.etcd",
@@ -9,3 +12,18 @@ pytest_plugins = [
     "tests.support.controlplane",
     "tests.support.aggregation",
 ]
+
+
+def soak_selected(config: pytest.Config) -> bool:
+    """Whether the run's `-m` names the soak marker (`pytest -m soak`)."""
+    return "soak" in str(config.getoption("markexpr", ""))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Soak tests, and the soak variants of parametrized ones, run on demand only."""
+    if soak_selected(config):
+        return
+    on_demand = pytest.mark.skip(reason="on demand: pytest -m soak")
+    for item in items:
+        if item.get_closest_marker("soak") is not None:
+            item.add_marker(on_demand)

@@ -57,12 +57,6 @@ PLANS = [
 ]
 
 
-def on_demand(request: pytest.FixtureRequest, plan: Plan) -> None:
-    """Skips the soak variant unless `-m soak` asked for it."""
-    if plan.faults > 1 and "soak" not in str(request.config.getoption("markexpr", "")):
-        pytest.skip("on demand: pytest -m soak")
-
-
 @dataclass
 class Fault:
     """One fault's timeline (monotonic seconds) and what was seen during it."""
@@ -139,9 +133,8 @@ def seconds(values: list[float]) -> list[float]:
 @pytest.mark.etcd
 @pytest.mark.parametrize("plan", PLANS)
 async def test_etcd_killed_under_load_fails_fast_and_loses_no_acknowledged_write(
-    tmp_path: Path, request: pytest.FixtureRequest, plan: Plan
+    tmp_path: Path, plan: Plan
 ) -> None:
-    on_demand(request, plan)
     if find_etcd_binary() is None:
         pytest.skip("no etcd binary")
     # fsync on, as etcd runs for real data; the test's short elections stay.
@@ -224,9 +217,8 @@ async def run_etcd_outages(server: ServerProcess, etcd: EtcdProcess, plan: Plan)
 
 @pytest.mark.parametrize("plan", PLANS)
 async def test_coreio_killed_under_load_on_sqlite_keeps_acknowledged_writes_and_dense_revisions(
-    tmp_path: Path, request: pytest.FixtureRequest, plan: Plan
+    tmp_path: Path, plan: Plan
 ) -> None:
-    on_demand(request, plan)
     server = server_on(tmp_path / "coreio", [])
     try:
         await asyncio.to_thread(server.start)

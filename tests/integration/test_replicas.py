@@ -64,12 +64,6 @@ CONTENTION = [
 ]
 
 
-def on_demand(request: pytest.FixtureRequest, contention: Contention) -> None:
-    """Skips the soak variant unless `-m soak` asked for it."""
-    if contention.increments > 6 and "soak" not in str(request.config.getoption("markexpr", "")):
-        pytest.skip("on demand: pytest -m soak")
-
-
 def replica(data_dir: Path, etcd: str, prefix: str) -> ServerProcess:
     return ServerProcess(
         data_dir=data_dir,
@@ -108,10 +102,8 @@ async def call(session: aiohttp.ClientSession, method: str, url: str, **kwargs: 
     "kills", [pytest.param(1, id="once"), pytest.param(3, id="soak", marks=pytest.mark.soak)]
 )
 async def test_replicas_on_one_etcd_share_watch_order_concurrency_and_acknowledged_writes(
-    tmp_path: Path, etcd_endpoint: str, request: pytest.FixtureRequest, kills: int
+    tmp_path: Path, etcd_endpoint: str, kills: int
 ) -> None:
-    if kills > 1 and "soak" not in str(request.config.getoption("markexpr", "")):
-        pytest.skip("on demand: pytest -m soak")
     prefix = f"/replicas-{uuid.uuid4().hex[:12]}"
     a = replica(tmp_path / "a", etcd_endpoint, prefix)
     b = replica(tmp_path / "b", etcd_endpoint, prefix)
@@ -443,10 +435,7 @@ async def run_counter(servers: list[ServerProcess], namespace: str, contention: 
 
 
 @pytest.mark.parametrize("contention", CONTENTION)
-async def test_linearizable_counter_on_sqlite(
-    tmp_path: Path, request: pytest.FixtureRequest, contention: Contention
-) -> None:
-    on_demand(request, contention)
+async def test_linearizable_counter_on_sqlite(tmp_path: Path, contention: Contention) -> None:
     server = ServerProcess(data_dir=tmp_path / "coreio", port=free_port(), extra_args=[])
     async with running(server):
         figures = await run_counter([server], "counter", contention)
@@ -456,9 +445,8 @@ async def test_linearizable_counter_on_sqlite(
 @pytest.mark.etcd
 @pytest.mark.parametrize("contention", CONTENTION)
 async def test_linearizable_counter_on_etcd_across_two_replicas(
-    tmp_path: Path, etcd_endpoint: str, request: pytest.FixtureRequest, contention: Contention
+    tmp_path: Path, etcd_endpoint: str, contention: Contention
 ) -> None:
-    on_demand(request, contention)
     prefix = f"/counter-{uuid.uuid4().hex[:12]}"
     a = replica(tmp_path / "a", etcd_endpoint, prefix)
     b = replica(tmp_path / "b", etcd_endpoint, prefix)

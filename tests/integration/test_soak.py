@@ -61,12 +61,6 @@ GETTERS = 2
 pytestmark = pytest.mark.soak
 
 
-def on_demand(request: pytest.FixtureRequest) -> None:
-    """Skips unless `-m soak` asked for it (as the soak variants of test_faults.py)."""
-    if "soak" not in str(request.config.getoption("markexpr", "")):
-        pytest.skip("on demand: pytest -m soak")
-
-
 def labelled(name: str, index: int, user: str) -> JSON:
     return rolebinding(
         name,
@@ -392,7 +386,6 @@ def report(backend: str, soak: Soak, steady: list[Sample]) -> None:
 async def test_mixed_load_leaks_no_memory_descriptors_or_watchers(
     tmp_path: Path, request: pytest.FixtureRequest, backend: str
 ) -> None:
-    on_demand(request)
     server = ServerProcess(
         data_dir=tmp_path / "coreio", port=free_port(), extra_args=backend_args(request, backend)
     )
