@@ -101,6 +101,7 @@ def build_app(
     in_flight = InFlightLimit(settings.max_requests_inflight, settings.max_mutating_requests_inflight)
     metrics.add(in_flight)
     metrics.add(authz.recorder)
+    metrics.add(authz.index)
     metrics.add(AUDIT_METRICS)
     app = _application(settings, authenticator, in_flight, authz, metrics)
     app.cleanup_ctx.append(LoopLag(metrics.registry).context)

@@ -5,7 +5,9 @@ over our own storage), so that authorizing reads no storage. Each new revision o
 handed to a checker (the authorizer's `check_binding`), which reports its part-7 problems;
 `ProblemReporter` lets each through once per revision, and `ProblemRecorder` is where they land,
 each on its own: a log line, a counter (`coreio_rbac_binding_errors_total{reason}`) and a Warning
-Event (events.core.io/v1) regarding the RoleBinding.
+Event (events.core.io/v1) regarding the RoleBinding. The index's own gauge,
+`coreio_rbac_binding_index_resource_version`, says how far it has followed the store: a binding
+written at resourceVersion N grants in a worker once that worker's gauge reaches N.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from typing import Protocol
 
 from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from apiserver.machinery import formats
 from apiserver.machinery.errors import StatusError
@@ -40,6 +42,7 @@ EVENTS_API_VERSION = f"{EVENTS_GROUP}/v1"
 REPORTING_CONTROLLER = "coreio-rbac-authorizer"
 EVENT_ACTION = "Authorize"
 METRIC_NAME = "coreio_rbac_binding_errors_total"
+INDEX_METRIC_NAME = "coreio_rbac_binding_index_resource_version"
 
 
 class RoleBindingStore(Protocol):
@@ -88,6 +91,16 @@ class BindingIndex:
 
     def all_bindings(self) -> list[Binding]:
         return [b for names in self._by_namespace.values() for b in names.values()]
+
+    def collect(self) -> Iterator[Metric]:
+        """The resourceVersion reached, for the server's metrics registry (0 before the first list)."""
+        gauge = GaugeMetricFamily(
+            INDEX_METRIC_NAME,
+            "The resourceVersion of RoleBindings the RBAC authorizer's index has followed the store to.",
+        )
+        version = self.resource_version
+        gauge.add_metric((), float(version) if version.isdigit() else 0.0)
+        yield gauge
 
     # -- changes
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from apiserver.auth.attributes import non_resource_attributes, resource_attributes
 from apiserver.auth.requestinfo import RequestInfo
@@ -26,7 +27,13 @@ from apiserver.rbac.authorizer import (
     rule_allows,
     service_account_username,
 )
-from apiserver.rbac.bindings import BindingIndex, ProblemRecorder, event_name, warning_event
+from apiserver.rbac.bindings import (
+    INDEX_METRIC_NAME,
+    BindingIndex,
+    ProblemRecorder,
+    event_name,
+    warning_event,
+)
 from apiserver.rbac.roles import PolicyRule, Role, StaticRoleSource, rule
 from apiserver.registry.store import ResourceStore
 from apiserver.resources.event import EventKind
@@ -503,6 +510,19 @@ def test_index_replace_apply_delete_and_checks_each_revision_once() -> None:
     # A relist with nothing new checks nothing again.
     index.replace([binding("a", "edit", "User:x", name="one", rv="6")])
     assert checked == [("one", "1"), ("two", "1"), ("one", "6")]
+
+
+def test_the_index_gauges_the_resource_version_it_has_reached() -> None:
+    index = BindingIndex()
+    registry = CollectorRegistry()
+    registry.register(index)
+    assert registry.get_sample_value(INDEX_METRIC_NAME) == 0  # nothing listed yet
+    index.replace([binding("a", "view", "User:x", name="one")], "5")
+    assert registry.get_sample_value(INDEX_METRIC_NAME) == 5
+    index.apply("ADDED", binding("a", "edit", "User:x", name="two", rv="6"))
+    assert registry.get_sample_value(INDEX_METRIC_NAME) == 6
+    index.apply("BOOKMARK", {"metadata": {"resourceVersion": "9"}})
+    assert registry.get_sample_value(INDEX_METRIC_NAME) == 9
 
 
 def test_event_name_and_warning_event() -> None:
