@@ -33,7 +33,7 @@ from tests.support.aggregation import AggregatedCoreio
 from tests.support.chart import NAMESPACE, RELEASE, ChartHelm, render
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 from tests.support.gobuild import GoUnavailable
-from tests.support.rawhttp import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -255,7 +255,7 @@ def test_the_metrics_reader_lets_the_bound_scraper_in(
     user = f"system:serviceaccount:{PROMETHEUS[1]}:{PROMETHEUS[0]}"
     # kube-apiserver's RBAC sees the binding once its informer has it: ask before coreio does, or
     # coreio would keep the cluster's early "no" for a while (as upstream's delegated authorizer).
-    wait_until(lambda: can_get_metrics(plane, user), RBAC_TIMEOUT, f"{user} may get /metrics")
+    wait_until(lambda: can_get_metrics(plane, user), timeout=RBAC_TIMEOUT, message=f"{user} may get /metrics")
     endpoint = _endpoint(objs)
     status, body = scrape(coreio, endpoint, bound)
     assert status == 200, body

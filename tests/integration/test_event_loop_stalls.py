@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import pytest
 
 from tests.support.api import Api, Response, ev_path, event, rb_path, rolebinding
-from tests.support.rawhttp import metric, serving_cleanly, user_context, wait_until
+from tests.support.metrics import metric
+from tests.support.rawhttp import serving_cleanly, user_context
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 MIB = 1024 * 1024
 BODY_LIMIT = 3 * MIB - 1024  # just under the server's 3 MiB limit
@@ -55,7 +57,7 @@ def dora(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Api
     assert Api(server).post(rb_path("team-a"), binding).status == 201
     api = Api(server, client_cert=False)
     api.context = user_context(server, tmp_path_factory.mktemp("dora"), "dora")
-    wait_until(lambda: api.get(ev_path("team-a")).status == 200, 10, "dora's binding")
+    wait_until(lambda: api.get(ev_path("team-a")).status == 200, timeout=10, message="dora's binding")
     return api
 
 

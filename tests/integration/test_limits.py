@@ -19,16 +19,16 @@ import pytest
 
 from tests.support.api import Api, Response, rb_path, rolebinding
 from tests.support.etcd import EtcdProcess, find_etcd_binary
+from tests.support.metrics import metric
 from tests.support.rawhttp import (
     RawResponse,
     connect,
-    metric,
     read_response,
     request_head,
     user_context,
-    wait_until,
 )
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 INFLIGHT = "apiserver_current_inflight_requests"
 LONG_RUNNING = "apiserver_longrunning_requests"
@@ -121,7 +121,11 @@ def test_mutating_requests_over_the_limit_get_429(limited: ServerProcess, tmp_pa
     admin = Api(limited)
     holder = _half_a_post(limited, bob.context, rb_path("inflight"))
     try:
-        wait_until(lambda: metric(limited, INFLIGHT, 'request_kind="mutating"') == 1, 10, "the held create")
+        wait_until(
+            lambda: metric(limited, INFLIGHT, 'request_kind="mutating"') == 1,
+            timeout=10,
+            message="the held create",
+        )
         _too_many(bob.post(rb_path("inflight"), rolebinding("refused")))
         _too_many(bob.delete(rb_path("inflight", "refused")))
         _too_many(bob.patch(rb_path("inflight", "refused"), {"metadata": {"labels": {"a": "b"}}}))
@@ -131,7 +135,11 @@ def test_mutating_requests_over_the_limit_get_429(limited: ServerProcess, tmp_pa
         assert admin.post(rb_path("inflight"), rolebinding("by-admin")).status == 201
     finally:
         holder.close()
-    wait_until(lambda: metric(limited, INFLIGHT, 'request_kind="mutating"') == 0, 10, "the slot to free")
+    wait_until(
+        lambda: metric(limited, INFLIGHT, 'request_kind="mutating"') == 0,
+        timeout=10,
+        message="the slot to free",
+    )
     assert bob.post(rb_path("inflight"), rolebinding("accepted")).status == 201
 
 
@@ -157,7 +165,11 @@ def test_read_only_requests_over_the_limit_get_429(
     try:
         for thread in threads:
             thread.start()
-        wait_until(lambda: metric(limited, INFLIGHT, 'request_kind="readOnly"') == 2, 10, "two hung lists")
+        wait_until(
+            lambda: metric(limited, INFLIGHT, 'request_kind="readOnly"') == 2,
+            timeout=10,
+            message="two hung lists",
+        )
         _too_many(bob.get("/version"))
         _too_many(bob.get("/apis"))
         _too_many(bob.get(rb_path("reads", "x")))
@@ -170,7 +182,11 @@ def test_read_only_requests_over_the_limit_get_429(
         for thread in threads:
             thread.join(30)
     assert results == [200, 200]
-    wait_until(lambda: metric(limited, INFLIGHT, 'request_kind="readOnly"') == 0, 10, "the slots to free")
+    wait_until(
+        lambda: metric(limited, INFLIGHT, 'request_kind="readOnly"') == 0,
+        timeout=10,
+        message="the slots to free",
+    )
     assert bob.get("/version").status == 200
 
 
@@ -181,7 +197,9 @@ def test_watches_are_not_counted(limited: ServerProcess, tmp_path: Path) -> None
         bob.watch(rb_path("watched") + "?watch=1&timeoutSeconds=20"),
         bob.watch(rb_path("watched") + "?watch=1&timeoutSeconds=20"),
     ):
-        wait_until(lambda: metric(limited, LONG_RUNNING, 'verb="WATCH"') == 2, 10, "two watches")
+        wait_until(
+            lambda: metric(limited, LONG_RUNNING, 'verb="WATCH"') == 2, timeout=10, message="two watches"
+        )
         with bob.watch(rb_path("watched") + "?watch=1&timeoutSeconds=20"):
             assert bob.get(rb_path("watched")).status == 200
             assert metric(limited, INFLIGHT, 'request_kind="readOnly"') == 0
@@ -214,7 +232,7 @@ def test_request_timeout_answers_504(quick: ServerProcess, etcd: EtcdProcess) ->
         etcd.resume()
     assert body["message"] == TIMEOUT
     assert 1.5 < elapsed < 10, elapsed
-    wait_until(lambda: admin.get("/readyz").status == 200, 15, "the server to be ready again")
+    wait_until(lambda: admin.get("/readyz").status == 200, timeout=15, message="the server to be ready again")
     assert admin.get(rb_path("slow")).status == 200
 
 
@@ -260,7 +278,9 @@ def test_a_watcher_that_stops_reading_is_cut_off(
     # A watcher that reads nothing, with a small receive window.
     sock = connect(server, admin.context, receive_buffer=4096)
     sock.sendall(request_head("GET", rb_path(namespace) + "?watch=1&timeoutSeconds=600"))
-    wait_until(lambda: metric(server, LONG_RUNNING, 'verb="WATCH"') == 1, 10, "the watch to start")
+    wait_until(
+        lambda: metric(server, LONG_RUNNING, 'verb="WATCH"') == 1, timeout=10, message="the watch to start"
+    )
     # ~11 MB of events, far more than socket buffers and the server's send buffers hold.
     subjects = [{"kind": "User", "name": f"user-{i:06d}"} for i in range(1000)]
     produced = 0
@@ -270,7 +290,11 @@ def test_a_watcher_that_stops_reading_is_cut_off(
         produced += len(response.body)
     started = time.monotonic()
     # The server ends that watch on its own (it accepted nothing for the 2 s request timeout)...
-    wait_until(lambda: metric(server, LONG_RUNNING, 'verb="WATCH"') == 0, 20, "the stalled watch to end")
+    wait_until(
+        lambda: metric(server, LONG_RUNNING, 'verb="WATCH"') == 0,
+        timeout=20,
+        message="the stalled watch to end",
+    )
     # ...and the others are served all along.
     assert admin.get(rb_path(namespace) + "?limit=1").status == 200
     with admin.watch(rb_path(namespace) + "?watch=1&timeoutSeconds=5") as events:
@@ -293,9 +317,13 @@ def test_a_watcher_that_stops_reading_is_cut_off(
 def test_a_watch_whose_client_left_ends(quick: ServerProcess) -> None:
     admin = Api(quick)
     with admin.watch(rb_path("left") + "?watch=1&timeoutSeconds=600"):
-        wait_until(lambda: metric(quick, LONG_RUNNING, 'verb="WATCH"') == 1, 10, "the watch to start")
+        wait_until(
+            lambda: metric(quick, LONG_RUNNING, 'verb="WATCH"') == 1, timeout=10, message="the watch to start"
+        )
     # No event will come for it: only the closed connection can end it.
-    wait_until(lambda: metric(quick, LONG_RUNNING, 'verb="WATCH"') == 0, 10, "the watch to end")
+    wait_until(
+        lambda: metric(quick, LONG_RUNNING, 'verb="WATCH"') == 0, timeout=10, message="the watch to end"
+    )
 
 
 # ----------------------------------------------------------------------------------- slow loris

@@ -26,8 +26,8 @@ from tests.support.api import Api, rb_path, rolebinding
 from tests.support.controlplane import ControlPlane
 from tests.support.etcd import EtcdProcess, find_etcd_binary
 from tests.support.kubectl import RB, Kubectl, rolebinding_yaml
-from tests.support.rawhttp import wait_until
 from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port, start_server
+from tests.support.waiting import wait_until
 
 GROUP, VERSION = "rbac.authorization.core.io", "v1"
 RESOURCE = f"rolebindings.{GROUP}"
@@ -150,8 +150,8 @@ def test_kubectl_requests_are_counted_as_kube_apiserver_labels_them(
     expected = stored_rolebindings(observed)
     wait_until(
         lambda: value(scrape(observed), "apiserver_storage_objects", resource=RESOURCE) == expected,
-        10,
-        f"apiserver_storage_objects to read {expected}",
+        timeout=10,
+        message=f"apiserver_storage_objects to read {expected}",
     )
 
 
@@ -173,7 +173,9 @@ def test_a_python_client_watch_is_registered_and_its_events_counted(observed: Se
     try:
         follower.start()
         wait_until(
-            lambda: value(scrape(observed), "apiserver_registered_watchers", **kind) == 1, 10, "the watcher"
+            lambda: value(scrape(observed), "apiserver_registered_watchers", **kind) == 1,
+            timeout=10,
+            message="the watcher",
         )
         for name in ("a", "b"):
             objects.create_namespaced_custom_object(GROUP, VERSION, ns, "rolebindings", rolebinding(name))
@@ -194,7 +196,9 @@ def test_a_python_client_watch_is_registered_and_its_events_counted(observed: Se
     tasks = value(before, "coreio_asyncio_tasks")
     assert tasks > 0
     wait_until(
-        lambda: value(scrape(observed), "coreio_asyncio_tasks") <= tasks, 10, "the watch's tasks to end"
+        lambda: value(scrape(observed), "coreio_asyncio_tasks") <= tasks,
+        timeout=10,
+        message="the watch's tasks to end",
     )
 
 

@@ -26,9 +26,9 @@ from tests.support.rawhttp import (
     connect,
     read_response,
     request_head,
-    wait_until,
 )
 from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port, start_server
+from tests.support.waiting import wait_until
 
 ERROR = "coreio-apiserver: error: "
 
@@ -299,7 +299,9 @@ def test_sigterm_fails_readiness_then_drains_and_exits_0(
         watch = WatchReader(api, rb_path("default") + "?watch=1")
         watch.start()
         assert api.post(rb_path("default"), rolebinding("before")).status == 201
-        wait_until(lambda: watch.names() == ["before"], 15, "the watch to see the first binding")
+        wait_until(
+            lambda: watch.names() == ["before"], timeout=15, message="the watch to see the first binding"
+        )
         slow = SlowWrite(server, rb_path("default"), rolebinding("in-flight"))
         time.sleep(0.5)  # its head and half its body are with the server
         signalled = time.monotonic()
@@ -338,7 +340,11 @@ def test_a_second_sigterm_exits_at_once_with_1(tmp_path: Path) -> None:
     server = start_server(tmp_path / "data", ["--shutdown-delay-duration=30s"])
     assert server.process is not None
     server.process.send_signal(signal.SIGTERM)
-    wait_until(lambda: "received SIGTERM" in server.log_file.read_text(), 15, "the first SIGTERM to be taken")
+    wait_until(
+        lambda: "received SIGTERM" in server.log_file.read_text(),
+        timeout=15,
+        message="the first SIGTERM to be taken",
+    )
     started = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
     assert server.process.wait(timeout=10) == 1

@@ -14,9 +14,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
-from tests.support.rawhttp import serving_cleanly, user_context, wait_until
+from tests.support.rawhttp import serving_cleanly, user_context
 from tests.support.requestpaths import NAMESPACES, requests
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 NAMES = ("visible", "secret")
 ROLE = {
@@ -63,7 +64,9 @@ def carol(
 ) -> Api:
     api = Api(server, client_cert=False)
     api.context = user_context(server, tmp_path_factory.mktemp("carol"), "carol")
-    wait_until(lambda: api.get(ev_path("team-a", "visible")).status == 200, 10, "carol's binding")
+    wait_until(
+        lambda: api.get(ev_path("team-a", "visible")).status == 200, timeout=10, message="carol's binding"
+    )
     return api
 
 

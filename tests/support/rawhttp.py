@@ -8,8 +8,7 @@ import http.client
 import json
 import socket
 import ssl
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,32 +67,6 @@ def read_response(sock: ssl.SSLSocket, timeout: float = 30) -> RawResponse:
     response = http.client.HTTPResponse(sock)
     response.begin()
     return RawResponse(response.status, response.headers, response.read())
-
-
-def metric(server: ServerProcess, name: str, labels: str = "") -> float:
-    """The sum of the samples of `name` on /metrics whose labels contain `labels` (read with the
-    admin's certificate); 0 when there are none."""
-    context = server.ssl_context()
-    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
-    try:
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-    finally:
-        conn.close()
-    total = 0.0
-    for line in text.splitlines():
-        key, _, value = line.rpartition(" ")
-        if not line.startswith("#") and key.split("{", 1)[0] == name and labels in key:
-            total += float(value)
-    return total
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def assert_no_tracebacks(server: ServerProcess) -> None:
