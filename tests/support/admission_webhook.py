@@ -134,7 +134,7 @@ class AdmissionWebhookServer:
         self.received.append(Received(request.path, request.query_string, review))
         name = request.path.strip("/")
         if name == "slow":
-            await asyncio.sleep(SLOW_SECONDS)
+            await asyncio.sleep(SLOW_SECONDS)  # a slow webhook: its time is under test
         if name == "error":
             return web.Response(status=500, text="the webhook fell over")
         body = review.get("request") or {}

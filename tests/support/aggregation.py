@@ -42,6 +42,7 @@ from apiserver_operator.spec import InstallationSpec
 from apiserver import pki
 from tests.support.controlplane import FRONT_PROXY_CLIENT, ControlPlane
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import wait_until
 
 NAMESPACE = "coreio-system"
 SERVICE = "coreio"
@@ -263,31 +264,40 @@ class AggregatedCoreio:
     def wait_available(self, status: str = "True", timeout: float = AVAILABLE_TIMEOUT) -> float:
         """Seconds until every APIService's Available condition is `status`."""
         started = time.monotonic()
-        deadline = started + timeout
         seen: dict[str, tuple[str, str]] = {}
-        while time.monotonic() < deadline:
-            seen = {name: self.available(name) for name in APISERVICES}
-            if all(state == status for state, _ in seen.values()):
-                return time.monotonic() - started
-            time.sleep(0.5)
-        raise TimeoutError(
-            f"APIServices not Available={status} after {timeout}s: {json.dumps(seen)}\n"
-            f"coreio log: {self.log_tail()}\nkube-apiserver log: {self.plane.log_tail()}"
+
+        def available() -> bool:
+            seen.update((name, self.available(name)) for name in APISERVICES)
+            return all(state == status for state, _ in seen.values())
+
+        wait_until(
+            available,
+            timeout=timeout,
+            interval=0.5,
+            message=lambda: (
+                f"APIServices Available={status}: {json.dumps(seen)}\n"
+                f"coreio log: {self.log_tail()}\nkube-apiserver log: {self.plane.log_tail()}"
+            ),
         )
+        return time.monotonic() - started
 
     def wait_openapi(self, timeout: float = AVAILABLE_TIMEOUT) -> float:
         """Seconds until the cluster's OpenAPI v3 index lists both of our group versions (the
         aggregator downloads backends' specs asynchronously, after Available)."""
         started = time.monotonic()
-        deadline = started + timeout
         wanted = {f"apis/{group}/v1" for group in GROUPS}
-        paths: set[str] = set()
-        while time.monotonic() < deadline:
-            paths = set(json.loads(self.plane.run("get", "--raw", "/openapi/v3").stdout)["paths"])
-            if wanted <= paths:
-                return time.monotonic() - started
-            time.sleep(0.5)
-        raise TimeoutError(f"OpenAPI v3 lacks {sorted(wanted - paths)} after {timeout}s")
+        missing = set(wanted)
+
+        def listed() -> bool:
+            paths = json.loads(self.plane.run("get", "--raw", "/openapi/v3").stdout)["paths"]
+            missing.clear()
+            missing.update(wanted - set(paths))
+            return not missing
+
+        wait_until(
+            listed, timeout=timeout, interval=0.5, message=lambda: f"OpenAPI v3 to list {sorted(missing)}"
+        )
+        return time.monotonic() - started
 
     def log_tail(self, size: int = 3000) -> str:
         try:
@@ -340,12 +350,13 @@ def settled_audit_logs(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """kube-apiserver's audit events and coreio's, once each pair's requests (their Audit-IDs,
     kube-apiserver's first) have their ResponseComplete event in the logs."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def written() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         theirs, ours = plane.audit_events(), coreio.audit_events()
         have_theirs = {e.get("auditID") for e in theirs if e.get("stage") == "ResponseComplete"}
         have_ours = {e.get("auditID") for e in ours if e.get("stage") == "ResponseComplete"}
         if all(their_id in have_theirs and our_id in have_ours for their_id, our_id in ids):
             return theirs, ours
-        assert time.monotonic() < deadline, "audit events not written"
-        time.sleep(0.1)
+        return None
+
+    return wait_until(written, timeout=timeout, interval=0.1, message="the audit events to be written")

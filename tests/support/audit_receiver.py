@@ -10,7 +10,6 @@ import base64
 import json
 import ssl
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from aiohttp import web
 
 from apiserver import pki
+from tests.support.waiting import wait_until
 
 CLIENT_NAME = "coreio-audit"
 
@@ -114,13 +114,13 @@ class AuditReceiver:
 
     def settled(self, log: Path, audit_ids: set[str], timeout: float = 20) -> tuple[list[Any], list[Any]]:
         """The events of `audit_ids` this service took and those the audit log at `log` holds
-        (each sorted by audit ID and stage), once they are the same or `timeout` seconds passed."""
-        deadline = time.monotonic() + timeout
-        while True:
+        (each sorted by audit ID and stage), once they are the same."""
+
+        def same() -> tuple[list[Any], list[Any]] | None:
             taken, logged = _of(self.events(), audit_ids), _of(_logged(log), audit_ids)
-            if (taken == logged and logged) or time.monotonic() > deadline:
-                return taken, logged
-            time.sleep(0.05)
+            return (taken, logged) if taken == logged and logged else None
+
+        return wait_until(same, timeout=timeout, message="the service to take what the log holds")
 
 
 def _logged(log: Path) -> list[dict[str, Any]]:

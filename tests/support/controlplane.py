@@ -40,6 +40,7 @@ from tests.support.etcd import EtcdProcess, find_etcd_binary
 from tests.support.kubectl import Kubectl
 from tests.support.server import free_port
 from tests.support.tools import ToolsUnavailable, kubectl_path
+from tests.support.waiting import wait_until
 
 SERVICE_CIDR = "10.0.0.0/24"
 # The first address of SERVICE_CIDR: the `kubernetes` Service's ClusterIP, in the serving cert.
@@ -251,7 +252,7 @@ class ControlPlane:
         assert self.process is not None
         self.process.terminate()
         self.process.wait(timeout=30)
-        time.sleep(down_seconds)
+        time.sleep(down_seconds)  # kube-apiserver stays down this long: the fault itself
         self._launch_kube_apiserver()
         self._wait_ready()
 
@@ -269,23 +270,28 @@ class ControlPlane:
         return context
 
     def _wait_ready(self) -> None:
-        assert self.process is not None
+        process = self.process
+        assert process is not None
         context = self.ssl_context()
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        last = ""
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited with {self.process.returncode}: {self.log_tail()}")
+        refused: list[str] = []  # the last not-ready answer
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"kube-apiserver exited with {process.returncode}: {self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/readyz", context=context, timeout=5) as response:
-                    if response.status == 200:
-                        return
+                    return bool(response.status == 200)
             except urllib.error.HTTPError as exc:
-                last = exc.read().decode(errors="replace")
-            except OSError as exc:
-                last = str(exc)
-            time.sleep(0.2)
-        raise TimeoutError(f"kube-apiserver not ready after {STARTUP_TIMEOUT}s: {last}\n{self.log_tail()}")
+                refused[:] = [exc.read().decode(errors="replace")]
+                return False
+
+        wait_until(
+            ready,
+            timeout=STARTUP_TIMEOUT,
+            interval=0.2,
+            message=lambda: f"kube-apiserver to be ready: {refused}\n{self.log_tail()}",
+            ignoring=(OSError,),
+        )
 
     def log_tail(self, size: int = 4000) -> str:
         try:

@@ -19,7 +19,6 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import warnings
@@ -33,6 +32,7 @@ import pytest
 from apiserver.storage.etcd import ALLOW_DATA_LOSS_RELEASE
 from tests.support.etcd_build import ensure_etcd
 from tests.support.gobuild import GoUnavailable
+from tests.support.waiting import wait_until
 
 # Settle elections quickly (one member) and skip fsync: this data is thrown away.
 _FAST_ARGS = ("--heartbeat-interval=10", "--election-timeout=100", "--unsafe-no-fsync")
@@ -206,26 +206,26 @@ class EtcdProcess:
             raise
 
     def _wait_healthy(self) -> None:
-        assert self._process is not None
+        process = self._process
+        assert process is not None
         context = None
         if self.tls is not None:
             context = ssl.create_default_context(cafile=self.tls.ca_file)
             if self.health_client_cert is not None:
                 context.load_cert_chain(*self.health_client_cert)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self._process.returncode}: {self.log_tail()}")
-            try:
-                with urllib.request.urlopen(
-                    f"{self.client_url}/health", timeout=1, context=context
-                ) as response:
-                    if b'"health":"true"' in response.read():
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"etcd not healthy after {self.startup_timeout}s: {self.log_tail()}")
+
+        def healthy() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"etcd exited with {process.returncode}: {self.log_tail()}")
+            with urllib.request.urlopen(f"{self.client_url}/health", timeout=1, context=context) as response:
+                return b'"health":"true"' in response.read()
+
+        wait_until(
+            healthy,
+            timeout=self.startup_timeout,
+            message=lambda: f"etcd to be healthy: {self.log_tail()}",
+            ignoring=(OSError,),
+        )
 
     def log_tail(self, size: int = 2000) -> str:
         if self._dir is None:
@@ -338,18 +338,19 @@ class EtcdCluster:
     def _wait_healthy(self, index: int) -> None:
         process = self._processes[index]
         assert process is not None
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             if process.poll() is not None:
                 raise RuntimeError(f"etcd m{index} exited with {process.returncode}: {self.log_tail(index)}")
-            try:
-                with urllib.request.urlopen(f"{self.client_urls[index]}/health", timeout=1) as response:
-                    if b'"health":"true"' in response.read():
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"etcd m{index} not healthy after {self.startup_timeout}s: {self.log_tail(index)}")
+            with urllib.request.urlopen(f"{self.client_urls[index]}/health", timeout=1) as response:
+                return b'"health":"true"' in response.read()
+
+        wait_until(
+            healthy,
+            timeout=self.startup_timeout,
+            message=lambda: f"etcd m{index} to be healthy: {self.log_tail(index)}",
+            ignoring=(OSError,),
+        )
 
     def status(self, index: int, timeout: float = 1.0) -> dict[str, object] | None:
         """The member's maintenance Status (as the gateway's JSON), None when it does not answer."""
@@ -365,8 +366,8 @@ class EtcdCluster:
 
     def leader(self, within: float = 10.0) -> int:
         """The index of the member that leads, once the running members agree on one."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+
+        def agreed() -> tuple[int] | None:
             ids: dict[str, int] = {}
             leaders = set()
             for index in self.running():
@@ -377,9 +378,10 @@ class EtcdCluster:
                 ids[str(header["member_id"])] = index
                 leaders.add(str(answer["leader"]))
             if len(leaders) == 1 and (leader := leaders.pop()) in ids:
-                return ids[leader]
-            time.sleep(0.05)
-        raise TimeoutError(f"no agreed etcd leader after {within}s")
+                return (ids[leader],)  # in a tuple: member 0 is an answer too
+            return None
+
+        return wait_until(agreed, timeout=within, message="an agreed etcd leader")[0]
 
     def running(self) -> list[int]:
         return [index for index, process in enumerate(self._processes) if process is not None]

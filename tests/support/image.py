@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PACKAGES = ("python3", "python3-venv", "python3-pip", "python-is-python3", "ca-certificates")
 HOST_CAS = Path("/usr/local/share/ca-certificates")
@@ -64,11 +66,12 @@ def ensure_docker() -> str:
         subprocess.Popen(
             ["dockerd", "--iptables=false", "--bridge=none"], stdout=log, stderr=log, start_new_session=True
         )
-        deadline = time.monotonic() + 60
-        while subprocess.run([client, "info"], capture_output=True).returncode != 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"dockerd did not start: {(CACHE / 'dockerd.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        wait_until(
+            lambda: subprocess.run([client, "info"], capture_output=True).returncode == 0,
+            timeout=60,
+            interval=0.5,
+            message=lambda: f"dockerd to start: {(CACHE / 'dockerd.log').read_text()[-2000:]}",
+        )
     return client
 
 

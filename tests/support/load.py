@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from tests.support.api import rb_path, rolebinding
+from tests.support.waiting import async_wait_until
 
 JSON = dict[str, Any]
 
@@ -96,7 +97,7 @@ class Load:
             if outcome.acknowledged:
                 current, delay = outcome.body, self.backoff
                 continue
-            await asyncio.sleep(delay)
+            await asyncio.sleep(delay)  # a client's backoff before it retries
             delay = min(delay * 2, 2.0)
             current = await self._read(session, name)
         return delay
@@ -141,11 +142,12 @@ class Load:
 
 async def wait_for_writes(load: Load, count: int, within: float = 60) -> None:
     """Returns once `count` writes of the load have an outcome."""
-    deadline = time.monotonic() + within
-    while len(load.outcomes) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"only {len(load.outcomes)} writes done after {within}s")
-        await asyncio.sleep(0.01)
+    await async_wait_until(
+        lambda: len(load.outcomes) >= count,
+        timeout=within,
+        interval=0.01,
+        message=lambda: f"{count} writes done (only {len(load.outcomes)})",
+    )
 
 
 @dataclass

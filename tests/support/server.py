@@ -13,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support.waiting import wait_until
 
 
 def free_port() -> int:
@@ -90,22 +91,27 @@ class ServerProcess:
         ]
         log = self.log_file.open("ab")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-        deadline = time.monotonic() + ready_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"coreio-apiserver exited: {self.log_file.read_text()}")
-            if self.ca_file.exists():
-                try:
-                    with urllib.request.urlopen(
-                        f"{self.url}/readyz", context=self.ssl_context(client_cert=False), timeout=2
-                    ) as response:
-                        if response.status == 200:
-                            return
-                except OSError:
-                    pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"coreio-apiserver did not become ready: {self.log_file.read_text()}")
+        try:
+            wait_until(
+                self._ready,
+                timeout=ready_timeout,
+                interval=0.1,
+                message=lambda: f"coreio-apiserver to become ready: {self.log_file.read_text()}",
+                ignoring=(OSError,),
+            )
+        except AssertionError:
+            self.stop()
+            raise
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"coreio-apiserver exited: {self.log_file.read_text()}")
+        if not self.ca_file.exists():
+            return False
+        context = self.ssl_context(client_cert=False)
+        with urllib.request.urlopen(f"{self.url}/readyz", context=context, timeout=2) as response:
+            return bool(response.status == 200)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

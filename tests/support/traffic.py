@@ -3,7 +3,6 @@ requests that counts every failure (for rotations and restarts that must not dro
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import threading
 import time
@@ -13,18 +12,19 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(AssertionError, subprocess.SubprocessError, OSError):
-            last = check()
-            if last:
-                return last
-        time.sleep(every)
-    raise TimeoutError(f"{what}: not after {timeout}s (last: {last!r})")
+    """`wait_until` as the node's tests ask it: a failed kubectl or an unreachable service is "not
+    yet", since the cluster is still converging."""
+    return wait_until(
+        check,
+        timeout=timeout,
+        interval=every,
+        message=what,
+        ignoring=(AssertionError, subprocess.SubprocessError, OSError),
+    )
 
 
 class AggregatedTraffic:
@@ -52,7 +52,7 @@ class AggregatedTraffic:
                     else ""
                 )
                 self.failures.append(f"{time.strftime('%X')} {exc} {body}")
-            time.sleep(0.05)
+            time.sleep(0.05)  # the traffic's pace
 
     def __enter__(self) -> AggregatedTraffic:
         self._thread.start()

@@ -2,8 +2,9 @@
 
 `wait_until` (threads, subprocesses, servers) and `async_wait_until` (inside an event loop) call
 `condition` every `interval` seconds until it answers something truthy, and return that answer. On
-timeout they fail the test with an AssertionError naming what was awaited and the last answer (or
-the last exception of the kinds `ignoring` lists, which count as "not yet").
+timeout they fail the test with an AssertionError naming what was awaited (`message`, or what a
+function given as `message` says then) and the last answer (or the last exception of the kinds
+`ignoring` lists, which count as "not yet").
 
 A fixed sleep is for time itself being under test (a lease expiring, a timeout firing, a rate), and
 says so where it is written.
@@ -18,17 +19,18 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar, overload
 
 T = TypeVar("T")
+Message = str | Callable[[], str]
 
 TIMEOUT = 10.0
 INTERVAL = 0.05
 
 
 def wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     *,
     timeout: float = TIMEOUT,
     interval: float = INTERVAL,
-    message: str = "the condition",
+    message: Message = "the condition",
     ignoring: tuple[type[Exception], ...] = (),
 ) -> T:
     """`condition()`'s first truthy answer, polled every `interval` s for up to `timeout` s."""
@@ -48,22 +50,22 @@ def wait_until(
 
 @overload
 async def async_wait_until(
-    condition: Callable[[], Awaitable[T]],
+    condition: Callable[[], Awaitable[T | None]],
     *,
     timeout: float = ...,  # noqa: ASYNC109 (see async_wait_until)
     interval: float = ...,
-    message: str = ...,
+    message: Message = ...,
     ignoring: tuple[type[Exception], ...] = ...,
 ) -> T: ...
 
 
 @overload
 async def async_wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     *,
     timeout: float = ...,  # noqa: ASYNC109 (see async_wait_until)
     interval: float = ...,
-    message: str = ...,
+    message: Message = ...,
     ignoring: tuple[type[Exception], ...] = ...,
 ) -> T: ...
 
@@ -74,7 +76,7 @@ async def async_wait_until(
     # Its own deadline rather than the caller's asyncio.timeout: a failure names what it awaited.
     timeout: float = TIMEOUT,  # noqa: ASYNC109
     interval: float = INTERVAL,
-    message: str = "the condition",
+    message: Message = "the condition",
     ignoring: tuple[type[Exception], ...] = (),
 ) -> object:
     """As `wait_until`, sleeping on the event loop; `condition` may be a coroutine function."""
@@ -95,8 +97,8 @@ async def async_wait_until(
         await asyncio.sleep(interval)
 
 
-def _timed_out(timeout: float, message: str, last: object) -> AssertionError:
-    said = f"timed out after {timeout}s waiting for {message}"
+def _timed_out(timeout: float, message: Message, last: object) -> AssertionError:
+    said = f"timed out after {timeout}s waiting for {message if isinstance(message, str) else message()}"
     if isinstance(last, Exception):
         error = AssertionError(f"{said} (last: {type(last).__name__}: {last})")
         error.__cause__ = last
