@@ -11,7 +11,6 @@ Shares the session's control plane; keeps to a namespace of its own.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,9 @@ from apiserver import pki
 from tests.support.api import Api, rb_path
 from tests.support.controlplane import ControlPlane
 from tests.support.kubectl import Kubectl
+from tests.support.metrics import wait_for_bindings
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -101,8 +102,15 @@ def sides(control_plane: ControlPlane, coreio: ServerProcess, kubectl: Path) -> 
     plane = control_plane
     token = plane.create_token("bob", NAMESPACE)
     plane.apply(_reader_role("events.k8s.io"), _binding("rbac.authorization.k8s.io"))
-    assert Api(coreio).post(rb_path(NAMESPACE), _binding("rbac.authorization.core.io")).status == 201
-    time.sleep(0.5)  # every worker's binding index follows the store's watch
+    created = Api(coreio).post(rb_path(NAMESPACE), _binding("rbac.authorization.core.io"))
+    assert created.status == 201
+    # Authorization follows the bindings as they are stored, on both sides: kube-apiserver's RBAC
+    # through its informers, each of coreio's workers through its binding index.
+    can_i = ("auth", "can-i", "list", "events.events.k8s.io", "-n", NAMESPACE, "--as", VIEWER)
+    wait_until(
+        lambda: plane.run(*can_i, check=False).stdout.strip() == "yes", message="kube-apiserver's RBAC"
+    )
+    wait_for_bindings(coreio, created.json["metadata"]["resourceVersion"])
     kube_bob = Kubectl(kubectl, plane.user_kubeconfig(plane.directory / "bob.kubeconfig", token=token))
     carl = pki.issue_client_certificate(plane.pki.ca, CERT_USER, (CERT_GROUP,))
     kube_carl = Kubectl(kubectl, plane.user_kubeconfig(plane.directory / "carl.kubeconfig", cert=carl))

@@ -11,7 +11,6 @@ Shares the session's control plane and aggregated coreio; keeps to a namespace o
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,9 @@ import pytest
 
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
+from tests.support.metrics import wait_for_bindings
 from tests.support.plugin import MASTERS_ROW, Plugin, rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -28,6 +29,7 @@ NAMESPACE = "e2e-plugin"
 READER_ROLE = "e2e-plugin-events-reader"
 LISTER = "e2e-plugin-binding-lister"
 EV = "events.events.core.io"
+RB = "rolebindings.rbac.authorization.core.io"
 RBAC_V1 = "rbac.authorization.k8s.io/v1"
 
 
@@ -75,16 +77,28 @@ def plugins(
         _coreio_binding("readers", READER_ROLE, {"kind": "ServiceAccount", "name": "reader"}),
         _coreio_binding("broken", "e2e-plugin-no-such-role", {"kind": "User", "name": "erin"}),
     )
-    time.sleep(1.0)  # coreio's binding index and its view of the cluster's roles follow watches
     found = {"admin": Plugin(kubectl, plane.kubeconfig, plane.kubectl_env)}
     for name, token in tokens.items():
         path = plane.user_kubeconfig(plane.directory / f"plugin-{name}.kubeconfig", token=token)
         found[name] = Plugin(kubectl, path, plane.kubectl_env)
     try:
+        _settled(plane, aggregated_coreio, found["admin"])
         yield found
     finally:
         plane.run("delete", "namespace", NAMESPACE, "--wait=false", check=False)
         plane.run("delete", "clusterrole", READER_ROLE, "--ignore-not-found", check=False)
+
+
+def _settled(plane: ControlPlane, coreio: AggregatedCoreio, admin: Plugin) -> None:
+    """Until what was stored is followed, each by its watches: the cluster's RBAC (carol's right,
+    asked first: coreio would keep the cluster's early "no" for a while), coreio's binding index
+    and coreio's view of the cluster's roles."""
+    carol_lists = ("auth", "can-i", "list", RB, "-n", NAMESPACE, "--as", _service_account("carol"))
+    wait_until(lambda: plane.run(*carol_lists, check=False).stdout.strip() == "yes", message="carol's right")
+    stored = plane.json("get", RB, "-n", NAMESPACE)["items"]
+    wait_for_bindings(coreio.server, max(int(item["metadata"]["resourceVersion"]) for item in stored))
+    reader = ("why", _service_account("reader"), "list", EV, "-n", NAMESPACE)
+    wait_until(lambda: admin.json(*reader)["status"]["allowed"], message=f"coreio to know {READER_ROLE}")
 
 
 def test_who_can_through_the_cluster_uses_the_clusters_roles(plugins: dict[str, Plugin]) -> None:

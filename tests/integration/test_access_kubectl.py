@@ -6,21 +6,22 @@ requestor and the user it impersonated."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from apiserver import pki
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.kubectl import Kubectl
+from tests.support.metrics import wait_for_bindings
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
 EV = "events.events.core.io"
-BINDING_SETTLES = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,9 @@ def bind(server: ServerProcess, namespace: str, name: str, role: str, subject: d
     body = rolebinding(name)
     body["roleRef"] = {"apiGroup": "rbac.authorization.core.io", "kind": "ClusterRole", "name": role}
     body["subjects"] = [subject]
-    assert Api(server).post(rb_path(namespace), body).status == 201
-    time.sleep(BINDING_SETTLES)  # every worker's binding index follows the store's watch
+    created = Api(server).post(rb_path(namespace), body)
+    assert created.status == 201
+    wait_for_bindings(server, created.json["metadata"]["resourceVersion"])
 
 
 def whoami(cli: Kubectl, *args: str) -> list[list[str]]:
@@ -212,14 +214,12 @@ def test_the_audit_names_the_requestor_and_the_impersonated_user(
 ) -> None:
     admin.run("get", EV, "-n", "audited", "--as", "dora", "--as-group", "g9", check=False)
     audit = server.data_dir.parent / "audit.log"
-    deadline = time.monotonic() + 10
-    while True:
+
+    def impersonating_dora() -> list[dict[str, Any]]:
         events = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
-        found = [e for e in events if e.get("impersonatedUser", {}).get("username") == "dora"]
-        if found or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert found, "no audit event with impersonatedUser dora"
+        return [e for e in events if e.get("impersonatedUser", {}).get("username") == "dora"]
+
+    found = wait_until(impersonating_dora, interval=0.1, message="an audit event with impersonatedUser dora")
     assert found[-1]["user"]["username"] == "coreio-admin"
     assert found[-1]["impersonatedUser"] == {"username": "dora", "groups": ["g9", "system:authenticated"]}
     assert found[-1]["responseStatus"]["code"] == 403

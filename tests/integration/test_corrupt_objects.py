@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -116,9 +115,6 @@ def dora(server: ServerProcess, api: Api) -> UserApi:
     delete; bound before anything is corrupted, so the binding index knows her."""
     bind(api, DORA_NS, "dora-admin", "admin", [{"kind": "User", "name": "dora"}])
     user = UserApi(server, "dora")
-    deadline = time.monotonic() + 10
-    while user.get(rb_path(DORA_NS)).status != 200 and time.monotonic() < deadline:
-        time.sleep(0.1)
     assert user.get(rb_path(DORA_NS)).status == 200
     return user
 

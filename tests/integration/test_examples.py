@@ -3,7 +3,6 @@ apply, as `helm template | kubectl apply --server-side` would), and grants what 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import yaml
 
 from tests.support.kubectl import Kubectl
+from tests.support.metrics import wait_for_bindings
 from tests.support.server import ServerProcess, start_server
 
 pytestmark = pytest.mark.tools
@@ -52,10 +52,10 @@ def test_each_example_applies(admin: Kubectl, manifest: Path) -> None:
     assert stored["metadata"]["managedFields"][0]["manager"] == "kubectl"
 
 
-def test_the_examples_grant_what_they_say(admin: Kubectl) -> None:
+def test_the_examples_grant_what_they_say(admin: Kubectl, server: ServerProcess) -> None:
     for manifest in MANIFESTS:
         admin.run("apply", "--server-side", "-f", str(manifest))
-    time.sleep(0.5)  # every worker's binding index follows the store's watch
+    wait_for_bindings(server)  # every worker's binding index follows the store's watch
 
     def can(*args: str) -> str:
         return admin.run("auth", "can-i", *args, "-n", "team-a", check=False).stdout.strip()

@@ -9,7 +9,6 @@ may only list RoleBindings in shop (a Role of the roles file); otto has nothing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import yaml
 
 from apiserver.rbac.roles import DISCOVERY_RULES
 from tests.support.api import Api, rb_path, rolebinding
+from tests.support.metrics import wait_for_bindings
 from tests.support.plugin import MASTERS_ROW, Plugin, rows
 from tests.support.server import ServerProcess, start_server
 
@@ -109,7 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         api = Api(process)
         for namespace, body in _bindings():
             assert api.post(rb_path(namespace), body).status == 201
-        time.sleep(0.5)  # the authorizer's binding index follows the store's watch
+        wait_for_bindings(process)  # the authorizer's binding index follows the store's watch
         yield process
     finally:
         process.stop()

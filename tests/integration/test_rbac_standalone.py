@@ -6,7 +6,6 @@ escalation guard."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,9 @@ import pytest
 
 from apiserver import pki
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
+from tests.support.metrics import wait_for_bindings
 from tests.support.server import ServerProcess
-
-# How long a new binding takes at most to reach every worker's index (it is far less).
-BINDING_SETTLES = 0.5
+from tests.support.waiting import wait_until
 
 
 class UserApi(Api):
@@ -53,7 +51,7 @@ def bind(
     # Each worker's binding index follows the store's watch (on SQLite after its poll of the log),
     # within tens of milliseconds; the next request may reach any worker. Authorization is
     # eventually consistent as kube-apiserver's informers are, across its replicas too.
-    time.sleep(BINDING_SETTLES)
+    wait_for_bindings(api.server, response.json["metadata"]["resourceVersion"])
 
 
 def test_without_a_binding_every_request_is_403_worded_as_upstream(as_user: Callable[..., UserApi]) -> None:
@@ -77,9 +75,6 @@ def test_a_binding_grants_in_its_namespace_only(api: Api, as_user: Callable[...,
     bind(api, "team-b", "bob-views", "view", [{"kind": "User", "name": "bob"}])
     bob = as_user("bob")
     api.post(ev_path("team-b"), event("seen", namespace="team-b"))
-    deadline = time.monotonic() + 10
-    while bob.get(ev_path("team-b")).status != 200 and time.monotonic() < deadline:
-        time.sleep(0.1)  # the binding index follows the store's watch
     listed = bob.get(ev_path("team-b"))
     assert listed.status == 200 and [i["metadata"]["name"] for i in listed.json["items"]] == ["seen"]
     assert bob.get(ev_path("team-c")).status == 403
@@ -93,10 +88,7 @@ def test_group_and_service_account_subjects(api: Api, as_user: Callable[..., Use
     bind(api, "team-d", "sa-view", "view", [{"kind": "ServiceAccount", "name": "robot"}])
     carol = as_user("carol", ("devs",))
     robot = as_user("system:serviceaccount:team-d:robot")
-    deadline = time.monotonic() + 10
-    while carol.post(ev_path("team-d"), event("by-carol", namespace="team-d")).status != 201:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    assert carol.post(ev_path("team-d"), event("by-carol", namespace="team-d")).status == 201
     assert robot.get(ev_path("team-d", "by-carol")).status == 200
     assert robot.delete(ev_path("team-d", "by-carol")).status == 403
 
@@ -123,13 +115,12 @@ def test_part7_errors_are_reported_and_grant_nothing(
         ("both-wrong", "UnresolvableRoleRef"),
         ("both-wrong", "NamespacedSubject"),
     }
-    found: set[tuple[str, str]] = set()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and found != expected:
+
+    def reported() -> bool:
         assert dave.get(ev_path("team-e")).status == 403  # none of the bad bindings grants anything
-        found = _binding_warnings(api, "team-e")
-        time.sleep(0.2)
-    assert found == expected
+        return _binding_warnings(api, "team-e") == expected
+
+    wait_until(reported, timeout=15, interval=0.2, message="a Warning Event of each problem")
     denied = dave.get(ev_path("team-e")).json["message"]
     assert (
         'RoleBinding "both-wrong/team-e" of ClusterRole "no-such-role" to Group "devs": '
@@ -149,10 +140,7 @@ def test_part7_errors_are_reported_and_grant_nothing(
     assert 'RoleBinding "team-e/both-wrong": subjects[0]: Group "devs" is not namespaced' in log
     # The good binding next to them still applies.
     bind(api, "team-e", "good", "view", [{"kind": "User", "name": "dave"}])
-    deadline = time.monotonic() + 10
-    while dave.get(ev_path("team-e")).status != 200:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    assert dave.get(ev_path("team-e")).status == 200
     # Nothing was reported twice, however often the bad bindings were looked at.
     assert len(api.get(f"{ev_path('team-e')}?fieldSelector=type%3DWarning").json["items"]) == 4
 
@@ -173,13 +161,8 @@ def test_webhook_answers_subject_access_reviews(api: Api) -> None:
             },
         },
     }
-    deadline = time.monotonic() + 10
-    while True:
-        answer = api.post("/authorize", review)
-        assert answer.status == 200 and answer.json["kind"] == "SubjectAccessReview"
-        if answer.json["status"].get("allowed") or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    answer = api.post("/authorize", review)
+    assert answer.status == 200 and answer.json["kind"] == "SubjectAccessReview"
     assert answer.json["status"]["allowed"] is True
     review["spec"]["resourceAttributes"]["verb"] = "delete"
     denied = api.post("/authorize", review).json["status"]
@@ -189,10 +172,7 @@ def test_webhook_answers_subject_access_reviews(api: Api) -> None:
 def test_escalation_guard(api: Api, as_user: Callable[..., UserApi]) -> None:
     bind(api, "team-g", "frank-admin", "admin", [{"kind": "User", "name": "frank"}])
     frank = as_user("frank")
-    deadline = time.monotonic() + 10
-    while frank.get(rb_path("team-g")).status != 200:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    assert frank.get(rb_path("team-g")).status == 200
     # frank holds admin in team-g: granting view (covered by admin) there is fine...
     view = rolebinding("frank-grants-view")
     view["roleRef"]["name"] = "view"

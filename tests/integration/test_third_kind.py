@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from kubernetes.client import ApiClient
 from apiserver import pki
 from tests.support.api import Api, rolebinding
 from tests.support.kubectl import Kubectl
+from tests.support.metrics import wait_for_bindings
 from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port
 
 pytestmark = pytest.mark.tools
@@ -259,12 +258,11 @@ def test_rbac_through_the_aggregated_roles(admin: Api, kubectl_cli: Kubectl, ser
             ).status
             == 201
         )
+    wait_for_bindings(server)  # the binding index follows the store's watch
     gina, vic, dan = (as_user(kubectl_cli, server, user) for user in ("gina", "vic", "dan"))
 
     # edit writes gadgets (the rule the kind adds through coreio:aggregate-to-edit) ...
-    created = _eventually(
-        lambda: gina.run("create", "-n", namespace, "-f", "-", input=json.dumps(gadget("g")), check=False)
-    )
+    created = gina.run("create", "-n", namespace, "-f", "-", input=json.dumps(gadget("g")), check=False)
     assert created.stdout == f"gadget.{GROUP}/g created\n", created.stderr
     # ... view reads them but does not write ...
     assert [item["metadata"]["name"] for item in vic.json("get", GADGETS, "-n", namespace)["items"]] == ["g"]
@@ -280,15 +278,3 @@ def test_rbac_through_the_aggregated_roles(admin: Api, kubectl_cli: Kubectl, ser
         f' "gadgets" in API group "{GROUP}" in the namespace "{namespace}"\n'
     )
     assert admin.get(gadgets_path(namespace, "g")).json["spec"]["color"] == "red"
-
-
-def _eventually(
-    attempt: Callable[[], subprocess.CompletedProcess[str]], tries: int = 50
-) -> subprocess.CompletedProcess[str]:
-    """The result of `attempt()` once it succeeds (the binding index follows the store's watch)."""
-    for _ in range(tries):
-        result = attempt()
-        if result.returncode == 0:
-            return result
-        time.sleep(0.2)
-    return result

@@ -8,11 +8,13 @@ import http.client
 from prometheus_client.parser import text_string_to_metric_families
 
 from apiserver.supervisor import cores
+from tests.support.api import RB_PATH, Api
 from tests.support.server import ServerProcess
 from tests.support.waiting import wait_until
 
 BINDING_INDEX = "coreio_rbac_binding_index_resource_version"
 WATCHERS = "apiserver_registered_watchers"
+REQUESTS = "apiserver_request_total"
 
 
 def scrape(server: ServerProcess) -> str:
@@ -49,6 +51,11 @@ def samples(server: ServerProcess, name: str) -> list[tuple[dict[str, str], floa
     ]
 
 
+def requests_answered(server: ServerProcess, resource: str) -> float:
+    """How many requests about `resource` (its plural, e.g. events) the server has answered."""
+    return sum(value for labels, value in samples(server, REQUESTS) if labels.get("resource") == resource)
+
+
 def workers(server: ServerProcess) -> int:
     """How many worker processes serve `server` (its --workers; 0 or none: one a core)."""
     args = server.extra_args
@@ -60,9 +67,14 @@ def workers(server: ServerProcess) -> int:
     return cores()
 
 
-def wait_for_bindings(server: ServerProcess, resource_version: str | int, timeout: float = 10) -> None:
+def wait_for_bindings(
+    server: ServerProcess, resource_version: str | int | None = None, timeout: float = 10
+) -> None:
     """Until every worker's RBAC binding index has reached `resource_version` (a RoleBinding's
-    write): from then on it grants, whichever worker a request reaches."""
+    write; by default the newest of the RoleBindings stored now): from then on what is written
+    grants, whichever worker a request reaches."""
+    if resource_version is None:
+        resource_version = max(_stored_binding_versions(server), default=0)
     wanted, count = int(resource_version), workers(server)
 
     def reached() -> list[float] | None:
@@ -72,15 +84,22 @@ def wait_for_bindings(server: ServerProcess, resource_version: str | int, timeou
     wait_until(reached, timeout=timeout, message=f"every worker's binding index at resourceVersion {wanted}")
 
 
+def _stored_binding_versions(server: ServerProcess) -> list[int]:
+    listed = Api(server).get(f"{RB_PATH}/rolebindings")
+    assert listed.status == 200, listed.body
+    return [int(item["metadata"]["resourceVersion"]) for item in listed.json["items"]]
+
+
 def watchers(server: ServerProcess, kind: str) -> float:
     """How many watches of `kind` (its Kind, e.g. RoleBinding) the server has open."""
     return metric(server, WATCHERS, f'kind="{kind}"')
 
 
-def wait_for_watchers(server: ServerProcess, kind: str, count: float, timeout: float = 20) -> None:
-    """Until at least `count` watches of `kind` are open (a client listed, then began watching)."""
+def wait_for_watchers(server: ServerProcess, kind: str, above: float, timeout: float = 20) -> None:
+    """Until more than `above` watches of `kind` are open: a client started since `watchers` read
+    `above` (`kubectl get --watch`, say) has listed and begun watching."""
     wait_until(
-        lambda: watchers(server, kind) >= count,
+        lambda: watchers(server, kind) > above,
         timeout=timeout,
-        message=f"{count:g} watches of {kind} open",
+        message=f"a watch of {kind} to open (besides {above:g})",
     )
