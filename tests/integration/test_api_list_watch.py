@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -253,10 +254,14 @@ def test_too_new_resource_version_is_504_with_retry_after(fapi: Api) -> None:
 def collect(
     api: Api, path: str, count: int, timeout: float = 15
 ) -> tuple[list[dict[str, Any]], threading.Thread]:
+    """Up to `count` events of the watch `path`, gathered in a thread; returns once the watch has
+    answered (the server watches from then on) or failed."""
     events: list[dict[str, Any]] = []
+    opened = threading.Event()
 
     def run() -> None:
         with api.watch(path, timeout=timeout) as stream:
+            opened.set()
             for item in stream:
                 events.append(item)
                 if len(events) >= count:
@@ -264,6 +269,9 @@ def collect(
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
+    wait_until(
+        lambda: opened.is_set() or not thread.is_alive(), timeout=timeout, message="the watch to answer"
+    )
     return events, thread
 
 
@@ -272,7 +280,6 @@ def test_watch_from_revision_with_selector_transitions(fapi: Api) -> None:
     events, thread = collect(
         fapi, f"{rb_path('wsel')}?watch=1&resourceVersion={start}&labelSelector=app%3Dweb", 3
     )
-    time.sleep(0.3)
     fapi.post(rb_path("wsel"), labelled("w", {"app": "web"}))
     fapi.post(rb_path("wsel"), labelled("other", {"app": "db"}))
     fapi.patch(rb_path("wsel", "w"), {"metadata": {"labels": {"app": "api"}}})
@@ -293,7 +300,6 @@ def test_watch_from_revision_with_selector_transitions(fapi: Api) -> None:
 def test_watch_without_resource_version_starts_with_current_objects(fapi: Api) -> None:
     fapi.post(rb_path("winit"), rolebinding("existing"))
     events, thread = collect(fapi, f"{rb_path('winit')}?watch=true", 2)
-    time.sleep(0.3)
     fapi.post(rb_path("winit"), rolebinding("later"))
     thread.join(15)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
@@ -364,7 +370,6 @@ def test_send_initial_events_false_starts_from_now(fapi: Api) -> None:
     fapi.post(rb_path("wsief"), rolebinding("before"))
     path = f"{rb_path('wsief')}?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan"
     events, thread = collect(fapi, path, 1)
-    time.sleep(0.3)
     fapi.post(rb_path("wsief"), rolebinding("after"))
     thread.join(15)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "after")]

@@ -41,6 +41,7 @@ from apiserver.storage.interface import CompactedError, StorageUnavailableError
 from tests.support.etcd import EtcdCluster, find_etcd_binary
 from tests.support.load import JSON, Load, Outcome, judge, wait_for_writes
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import async_wait_until
 
 pytestmark = pytest.mark.etcd
 
@@ -90,7 +91,7 @@ async def kill_and_restart(etcd: EtcdCluster, index: int) -> dict[str, float | i
     await asyncio.to_thread(etcd.kill, index)
     new_leader = await asyncio.to_thread(etcd.leader)
     elected = time.monotonic() - started
-    await asyncio.sleep(DOWN)
+    await asyncio.sleep(DOWN)  # the member stays down this long: the fault itself
     await asyncio.to_thread(etcd.restart, index)
     return {"member": index, "new leader": new_leader, "elected after (s)": round(elected, 3)}
 
@@ -123,7 +124,7 @@ async def test_leader_then_follower_killed_coreio_serves_and_loses_no_acknowledg
         await wait_for_writes(load, 250)
         leader = await asyncio.to_thread(cluster.leader)
         faults = [await kill_and_restart(cluster, leader)]
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the load runs on a while between the faults
         assert not running.done(), "the load ended before the second fault: make it longer"
         # A follower that has not been down yet.
         now = await asyncio.to_thread(cluster.leader)
@@ -164,6 +165,7 @@ class Watcher:
     errors: list[str] = field(default_factory=list)
     go: asyncio.Event = field(default_factory=asyncio.Event)  # cleared: drop the stream, wait
     listed: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: bool = False  # for `go`, its stream dropped
 
     async def list(self, session: aiohttp.ClientSession) -> None:
         async with session.get(self.url) as answer:
@@ -178,12 +180,14 @@ class Watcher:
         self.go.set()
         self.listed.set()
         while not stop.is_set():
+            self.waiting = not self.go.is_set()
             await self.go.wait()
+            self.waiting = False
             try:
                 await self.stream(session, stop)
             except (aiohttp.ClientError, TimeoutError, OSError) as error:
                 self.errors.append(type(error).__name__)
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # a client's pause before it retries
 
     async def stream(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         query = (
@@ -195,7 +199,7 @@ class Watcher:
         async with session.get(self.url + query, timeout=timeout) as answer:
             if answer.status != 200:
                 self.errors.append(f"HTTP {answer.status}")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # a client's pause before it retries
                 return
             async for line in answer.content:
                 if stop.is_set() or not self.go.is_set():
@@ -252,14 +256,16 @@ async def past_the_window(load: Load, paused: list[Watcher], session: aiohttp.Cl
     """Returns once 4 windows of acknowledged writes follow the paused watchers' resume points and
     the server's cache has them too (a consistent list, served from the cache once it has caught up
     with etcd's current revision, has answered)."""
-    deadline = time.monotonic() + 60
     resume = max(int(w.rv) for w in paused)
-    while (
-        sum(1 for o in load.outcomes if o.acknowledged and int(o.resource_version) > resume)
-        < 4 * CACHE_WINDOW
-    ):
-        assert time.monotonic() < deadline, f"too few acknowledged writes past rv {resume} in 60s"
-        await asyncio.sleep(0.02)
+    await async_wait_until(
+        lambda: (
+            sum(1 for o in load.outcomes if o.acknowledged and int(o.resource_version) > resume)
+            >= 4 * CACHE_WINDOW
+        ),
+        timeout=60,
+        interval=0.02,
+        message=f"{4 * CACHE_WINDOW} acknowledged writes past rv {resume}",
+    )
     async with session.get(load.url()) as answer:
         assert answer.status == 200, await answer.text()
 
@@ -309,11 +315,13 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
             await wait_for_writes(load, 200)
             leader = await asyncio.to_thread(cluster.leader)
             faults: list[object] = [await kill_and_restart(cluster, leader)]  # leader change + restart
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the load runs on a while between the faults
             # Two watchers drop their streams across a compaction: resuming, they meet 410 and relist.
             for watcher in watchers[:2]:
                 watcher.go.clear()
-            await asyncio.sleep(0.5)
+            await async_wait_until(
+                lambda: all(w.waiting for w in watchers[:2]), timeout=10, message="two streams dropped"
+            )
             # More writes than the cache's window holds: the paused watchers resume from before it.
             await past_the_window(load, watchers[:2], session)
             faults.append({"compacted at": await asyncio.to_thread(compact, cluster)})
@@ -327,10 +335,15 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
             await asyncio.wait_for(running, timeout=120)
             final, final_rv = await final_state(session, load)
             expected = {name: obj["metadata"]["resourceVersion"] for name, obj in final.items()}
-            for _ in range(200):  # up to 20 s for the watchers to catch up
-                if all(w.state == expected for w in watchers):
-                    break
-                await asyncio.sleep(0.1)
+            await async_wait_until(
+                lambda: all(w.state == expected for w in watchers),
+                timeout=20,
+                interval=0.1,
+                message=lambda: (
+                    "the watchers to catch up with the final list; behind: "
+                    + str([i for i, w in enumerate(watchers) if w.state != expected])
+                ),
+            )
             stop.set()
             await asyncio.gather(*tasks)
     finally:
@@ -376,15 +389,17 @@ async def test_watch_survives_the_loss_of_the_member_it_streams_from(
             killed_at = time.monotonic()
             await asyncio.to_thread(cluster.kill, 0)  # a fresh coreio streams from its first endpoint
             assert not running.done(), "the load ended before the fault: make it longer"
-            await asyncio.sleep(DOWN)
+            await asyncio.sleep(DOWN)  # the member stays down this long: the fault itself
             await asyncio.to_thread(cluster.restart, 0)
             await asyncio.wait_for(running, timeout=120)
             final, final_rv = await final_state(session, load)
             expected = {name: obj["metadata"]["resourceVersion"] for name, obj in final.items()}
-            for _ in range(200):  # up to 20 s for the watcher to catch up
-                if watcher.state == expected:
-                    break
-                await asyncio.sleep(0.1)
+            await async_wait_until(
+                lambda: watcher.state == expected,
+                timeout=20,
+                interval=0.1,
+                message="the watcher to catch up with the final list",
+            )
     finally:
         if watching is not None:
             watching.cancel()
@@ -416,12 +431,17 @@ async def test_watch_survives_the_loss_of_the_member_it_streams_from(
 
 async def create_retrying(storage: EtcdStorage, key: str) -> int:
     """Creates `key` through a failover (the first call after a member's loss fails); its revision."""
-    for _ in range(20):
-        try:
-            return (await storage.create(key, b"x")).mod_revision
-        except StorageUnavailableError:
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"no member took the write of {key}")
+
+    async def create() -> int:
+        return (await storage.create(key, b"x")).mod_revision
+
+    return await async_wait_until(
+        create,
+        timeout=60,
+        interval=0.1,
+        message=f"a member to take the write of {key}",
+        ignoring=(StorageUnavailableError,),
+    )
 
 
 async def test_a_watch_resumed_behind_a_compaction_ends_with_it(cluster: EtcdCluster) -> None:

@@ -85,9 +85,9 @@ def _measured(server: ServerProcess, send: Callable[[], Response]) -> tuple[Resp
     watcher = threading.Thread(target=_watch_healthz, args=(server, stop, stalls))
     watcher.start()
     try:
-        time.sleep(0.1)
+        wait_until(lambda: stalls.answered > 0, message="/healthz to answer")
         response = send()
-        time.sleep(0.1)
+        time.sleep(0.1)  # a window past the answer: work left behind it would stall the loop then
     finally:
         stop.set()
         watcher.join()

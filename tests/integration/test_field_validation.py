@@ -4,7 +4,6 @@ runs that leave no watch event; and kubectl printing the server's warnings."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import yaml
 
 from tests.support.api import Api, Response, rb_path, rolebinding
 from tests.support.kubectl import Kubectl
+from tests.support.waiting import wait_until
 
 UNKNOWN = 'unknown field "spec"'
 
@@ -103,16 +103,18 @@ def test_dry_runs_leave_no_watch_event(api: Api) -> None:
     api.post(rb_path("dryw"), rolebinding("exists"))
     start = api.get(rb_path("dryw")).json["metadata"]["resourceVersion"]
     events: list[dict[str, Any]] = []
+    opened = threading.Event()
 
     def watch() -> None:
         with api.watch(f"{rb_path('dryw')}?watch=1&resourceVersion={start}&timeoutSeconds=20") as stream:
+            opened.set()
             for item in stream:
                 events.append(item)
                 return
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: opened.is_set() or not thread.is_alive(), message="the watch to answer")
     assert api.post(rb_path("dryw") + "?dryRun=All", rolebinding("ghost")).status == 201
     assert (
         api.patch(rb_path("dryw", "exists") + "?dryRun=All", {"metadata": {"labels": {"a": "b"}}}).status

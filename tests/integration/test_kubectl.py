@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,9 @@ import pytest
 import yaml
 
 from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
+from tests.support.metrics import wait_for_watchers, watchers
+from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -142,7 +144,11 @@ def _json_stream(stream: Any, out: list[dict[str, Any]], stop: threading.Event) 
 
 
 @pytest.fixture
-def watcher(kubectl_cli: Kubectl) -> Iterator[tuple[list[dict[str, Any]], subprocess.Popen[str]]]:
+def watcher(
+    kubectl_cli: Kubectl, server: ServerProcess
+) -> Iterator[tuple[list[dict[str, Any]], subprocess.Popen[str]]]:
+    """`kubectl get --watch` of RoleBindings, once it has listed and opened its watch."""
+    open_before = watchers(server, "RoleBinding")
     process = subprocess.Popen(
         kubectl_cli.command("get", RB, "-n", "watched", "--watch", "--output-watch-events", "-o", "json"),
         stdout=subprocess.PIPE,
@@ -154,6 +160,7 @@ def watcher(kubectl_cli: Kubectl) -> Iterator[tuple[list[dict[str, Any]], subpro
     reader = threading.Thread(target=_json_stream, args=(process.stdout, events, stop), daemon=True)
     reader.start()
     try:
+        wait_for_watchers(server, "RoleBinding", above=open_before)
         yield events, process
     finally:
         stop.set()
@@ -161,21 +168,14 @@ def watcher(kubectl_cli: Kubectl) -> Iterator[tuple[list[dict[str, Any]], subpro
         process.wait(timeout=10)
 
 
-def _wait_for(events: list[dict[str, Any]], count: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while len(events) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def test_watch_sees_changes(
     kubectl_cli: Kubectl, watcher: tuple[list[dict[str, Any]], subprocess.Popen[str]]
 ) -> None:
     events, process = watcher
-    time.sleep(1.0)  # let kubectl list and open its watch
     kubectl_cli.run("create", "-f", "-", input=rolebinding_yaml("seen", "watched"))
     kubectl_cli.run("label", RB, "seen", "-n", "watched", "stage=two")
     kubectl_cli.run("delete", RB, "seen", "-n", "watched")
-    _wait_for(events, 3)
+    wait_until(lambda: len(events) >= 3, timeout=20, message="three watch events")
     assert process.poll() is None, process.stderr.read() if process.stderr else ""
     kinds = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
     assert kinds[:3] == [("ADDED", "seen"), ("MODIFIED", "seen"), ("DELETED", "seen")]

@@ -18,6 +18,9 @@ import pytest
 import yaml
 
 from tests.support.kubectl import EV, RB, Kubectl, event_body
+from tests.support.metrics import requests_answered
+from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -553,7 +556,7 @@ def test_wait_for_delete_until_finalizer_goes(kubectl_cli: Kubectl) -> None:
     release_after = 1.5
 
     def release() -> None:
-        time.sleep(release_after)
+        time.sleep(release_after)  # kubectl must still be waiting then (elapsed is checked)
         kubectl_cli.run(
             "patch",
             EV,
@@ -584,7 +587,7 @@ def test_delete_waits_for_a_held_rolebinding(kubectl_cli: Kubectl) -> None:
     release_after = 1.5
 
     def release() -> None:
-        time.sleep(release_after)
+        time.sleep(release_after)  # kubectl must still be waiting then (elapsed is checked)
         kubectl_cli.run(
             "patch", RB, "held", "-n", "final", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
         )
@@ -616,10 +619,17 @@ def test_delete_cascade_leaves_a_rolebinding_to_the_garbage_collector(kubectl_cl
     assert not_found(kubectl_cli, RB, "cascaded", "final")
 
 
-def test_wait_for_create_and_jsonpath(kubectl_cli: Kubectl) -> None:
+def test_wait_for_create_and_jsonpath(kubectl_cli: Kubectl, server: ServerProcess) -> None:
     def later(*args: str, input: str | None = None) -> threading.Thread:
+        """Runs kubectl with `args` once the `kubectl wait` started next has looked at the Event."""
+        looked_before = requests_answered(server, "events")
+
         def act() -> None:
-            time.sleep(1.0)
+            wait_until(
+                lambda: requests_answered(server, "events") > looked_before,
+                timeout=20,
+                message="kubectl wait to look at the Event",
+            )
             kubectl_cli.run(*args, input=input)
 
         thread = threading.Thread(target=act, daemon=True)
@@ -767,12 +777,9 @@ def test_namespaces_watch_sees_a_new_namespace(kubectl_cli: Kubectl) -> None:
     reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
     try:
-        deadline = time.monotonic() + 20
-        while not any("namespace/default" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: any("namespace/default" in line for line in lines), timeout=20, message="the list")
         kubectl_cli.run("create", "-f", "-", input=dump(rolebinding("first", "brand-new-ns")))
-        while not any("brand-new-ns" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: any("brand-new-ns" in line for line in lines), timeout=20, message="brand-new-ns")
     finally:
         process.terminate()
         process.wait(10)

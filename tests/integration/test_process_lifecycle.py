@@ -20,6 +20,7 @@ import yaml
 
 from apiserver import pki
 from tests.support.api import Api, rb_path, rolebinding
+from tests.support.metrics import metric
 from tests.support.rawhttp import (
     RawResponse,
     assert_no_tracebacks,
@@ -249,8 +250,8 @@ class SlowWrite:
 def probe_until_refused(server: ServerProcess, timeout: float = 30) -> list[tuple[int, str]]:
     """/readyz?verbose on a new connection every 50 ms until connections are refused."""
     answers: list[tuple[int, str]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def refused() -> bool:
         connection = http.client.HTTPSConnection(
             "127.0.0.1", server.port, context=server.ssl_context(client_cert=False), timeout=5
         )
@@ -259,27 +260,33 @@ def probe_until_refused(server: ServerProcess, timeout: float = 30) -> list[tupl
             response = connection.getresponse()
             answers.append((response.status, response.read().decode()))
         except ConnectionRefusedError:
-            return answers
+            return True
         except (http.client.RemoteDisconnected, ConnectionResetError, ssl.SSLError) as exc:
             # Accepted by the kernel just as the server closed its listener: dropped unanswered,
             # as Go's server drops its backlog. Only if nothing listens any more.
             _assert_refused_soon(server, exc)
-            return answers
+            return True
         finally:
             connection.close()
-        time.sleep(0.05)
-    raise AssertionError(f"still listening {timeout}s after SIGTERM: {answers[-3:]}")
+        return False
+
+    wait_until(refused, timeout=timeout, message=lambda: f"connections refused after SIGTERM: {answers[-3:]}")
+    return answers
 
 
 def _assert_refused_soon(server: ServerProcess, dropped: Exception) -> None:
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
+    def refused() -> bool:
         try:
             socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
         except ConnectionRefusedError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"a connection was dropped unanswered ({dropped!r}) while the server still listens")
+            return True
+        return False
+
+    wait_until(
+        refused,
+        timeout=2,
+        message=f"connections refused: one was dropped unanswered ({dropped!r}) while still listening",
+    )
 
 
 def _failed_checks(verbose: str) -> list[str]:
@@ -303,7 +310,10 @@ def test_sigterm_fails_readiness_then_drains_and_exits_0(
             lambda: watch.names() == ["before"], timeout=15, message="the watch to see the first binding"
         )
         slow = SlowWrite(server, rb_path("default"), rolebinding("in-flight"))
-        time.sleep(0.5)  # its head and half its body are with the server
+        wait_until(  # its head and half its body are with the server, which waits for the rest
+            lambda: metric(server, "apiserver_current_inflight_requests", 'request_kind="mutating"') == 1,
+            message="the slow write in flight",
+        )
         signalled = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         answers = probe_until_refused(server)

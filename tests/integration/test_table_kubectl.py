@@ -7,7 +7,6 @@ import gzip
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -16,6 +15,9 @@ import yaml
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.kubectl import EV, RB, Kubectl, event_yaml, rolebinding_yaml
+from tests.support.metrics import wait_for_watchers, watchers
+from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -166,9 +168,8 @@ class Lines:
             self.lines.append(line.rstrip("\n"))
 
     def wait_for(self, count: int, timeout: float = 20) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while len(self.lines) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
+        """The lines, once there are `count`."""
+        wait_until(lambda: len(self.lines) >= count, timeout=timeout, message=f"{count} lines")
         return list(self.lines)
 
 
@@ -210,9 +211,10 @@ def test_watch_rolebindings(kubectl_cli: Kubectl, watch: Any) -> None:
     assert sum(1 for row in seen if row[0] == "NAME") == 1
 
 
-def test_watch_events_with_event_types(kubectl_cli: Kubectl, watch: Any) -> None:
+def test_watch_events_with_event_types(kubectl_cli: Kubectl, watch: Any, server: ServerProcess) -> None:
+    open_before = watchers(server, "Event")
     lines = watch(EV, "-n", "watch-ev", "--output-watch-events")
-    time.sleep(1.0)  # let kubectl list (nothing) and open its watch
+    wait_for_watchers(server, "Event", above=open_before)  # kubectl listed (nothing) and watches
     kubectl_cli.run("create", "-f", "-", input=event_yaml("web-0.created", "watch-ev"))
     kubectl_cli.run("delete", EV, "web-0.created", "-n", "watch-ev")
     seen = cells("\n".join(lines.wait_for(3)))

@@ -34,7 +34,8 @@ from apiserver.registry.store import ResourceStore
 from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
 from apiserver.storage.sqlite.backend import SQLiteStorage
-from tests.unit.test_rbac import Bindings, binding, eventually, fresh
+from tests.support.waiting import async_wait_until
+from tests.unit.test_rbac import Bindings, binding, fresh
 
 RB = "/apis/rbac.authorization.core.io/v1"
 
@@ -357,7 +358,9 @@ async def test_assembled_authorization_runs(stores: Any) -> None:
             items: list[JSON] = (await events.list("ns", ListOptions())).body()["items"]
             return items
 
-        assert [e["reason"] for e in await eventually(recorded)] == ["UnresolvableRoleRef"]
+        assert [e["reason"] for e in await async_wait_until(recorded, interval=0.01)] == [
+            "UnresolvableRoleRef"
+        ]
         assert authz.recorder.counts == {"UnresolvableRoleRef": 1}
     finally:
         await authz.stop()

@@ -7,6 +7,7 @@ import gc
 import threading
 
 from apiserver.machinery import offload
+from tests.support.waiting import async_wait_until
 
 
 async def test_small_inputs_stay_on_the_loop() -> None:
@@ -15,10 +16,13 @@ async def test_small_inputs_stay_on_the_loop() -> None:
 
 
 async def test_a_large_input_runs_off_the_loop_with_the_collector_paused() -> None:
+    stepping: list[int] = []
+
     async def request(release: threading.Event) -> tuple[int, bool]:
         offload.note_input(offload.LARGE_BYTES + 1)
 
         def step() -> tuple[int, bool]:
+            stepping.append(threading.get_ident())
             release.wait(5)
             return threading.get_ident(), gc.isenabled()
 
@@ -27,7 +31,7 @@ async def test_a_large_input_runs_off_the_loop_with_the_collector_paused() -> No
     first_release, second_release = threading.Event(), threading.Event()
     first = asyncio.create_task(request(first_release))
     second = asyncio.create_task(request(second_release))
-    await asyncio.sleep(0.05)
+    await async_wait_until(lambda: len(stepping) == 2, message="both steps in their threads")
     assert not gc.isenabled()
     first_release.set()
     thread, collecting = await first

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from apiserver.registry.store import ResourceStore
 from apiserver.resources.event import EventKind
 from apiserver.resources.rolebinding import RoleBindingKind
 from apiserver.storage.sqlite.backend import SQLiteStorage
+from tests.support.waiting import async_wait_until
 
 GROUP = "rbac.authorization.core.io"
 
@@ -612,18 +612,6 @@ def fresh(obj: JSON) -> JSON:
     return {**obj, "metadata": meta}
 
 
-async def eventually(check: Callable[[], Any], attempts: int = 500) -> Any:
-    """Polls `check` (sync or async) every 10 ms until it answers something truthy, which it returns."""
-    for _ in range(attempts):
-        result = check()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
-
-
 async def test_index_follows_the_registry_and_events_are_recorded(stores: Any) -> None:
     """End to end over SQLite: list+watch keeps the index current, a bad binding is reported once
     per revision as a Warning Event in its namespace, and the good ones keep working."""
@@ -648,14 +636,14 @@ async def test_index_follows_the_registry_and_events_are_recorded(stores: Any) -
         await rolebindings.create(
             "team", fresh(binding("team", "nope", "User:bob", name="broken")), WriteOptions()
         )
-        await eventually(lambda: len(index) == 2)
+        await async_wait_until(lambda: len(index) == 2, interval=0.01)
         assert not rbac.evaluate(user("bob"), res("get", "pods", "team")).allowed
 
         async def listed() -> list[JSON]:
             items: list[JSON] = (await events.list("team", ListOptions())).body()["items"]
             return items
 
-        found = await eventually(listed)
+        found = await async_wait_until(listed, interval=0.01)
         assert [(e["reason"], e["regarding"]["name"], e["type"]) for e in found] == [
             ("UnresolvableRoleRef", "broken", "Warning")
         ]
@@ -673,13 +661,13 @@ async def test_index_follows_the_registry_and_events_are_recorded(stores: Any) -
             )
             return pairs if len(pairs) == 2 else None
 
-        assert await eventually(about_both) == [
+        assert await async_wait_until(about_both, interval=0.01) == [
             ("NamespacedSubject", 'subjects[0]: User "carol" is not namespaced, but namespace is "team"'),
             ("UnresolvableRoleRef", 'clusterrole.rbac.authorization.k8s.io "nope" not found'),
         ]
         assert recorder.counts == {"UnresolvableRoleRef": 2, "NamespacedSubject": 1}
         await rolebindings.delete("team", "readers", DeleteOptions())
-        await eventually(lambda: len(index) == 2)
+        await async_wait_until(lambda: len(index) == 2, interval=0.01)
         assert not rbac.evaluate(user("alice"), res("list", "events", "team", group="events.core.io")).allowed
     finally:
         task.cancel()

@@ -33,7 +33,8 @@ from apiserver.rbac.roles import (
     parse_roles,
     rule,
 )
-from tests.unit.test_rbac import binding, eventually, res, subject
+from tests.support.waiting import async_wait_until
+from tests.unit.test_rbac import binding, res, subject
 
 CORE_RBAC = "rbac.authorization.core.io"
 CORE_EVENTS = "events.core.io"
@@ -399,15 +400,17 @@ async def test_cluster_role_source_fake_lists_in_pages_then_watches(
     assert fake.lists("clusterroles") == 3  # pages of two
     assert _verbs(source.get_role("team", "reader")) == ("list",)
     assert source.get_role("other", "reader") is None
-    await eventually(lambda: len(fake.watchers["clusterroles"]) == 1 and len(fake.watchers["roles"]) == 1)
+    await async_wait_until(
+        lambda: len(fake.watchers["clusterroles"]) == 1 and len(fake.watchers["roles"]) == 1, interval=0.01
+    )
     watch = next(q for r, q in fake.requests if r == "clusterroles" and q.get("watch") == "true")
     assert watch["resourceVersion"] == "106" and watch["allowWatchBookmarks"] == "true"
 
     fake.put("clusterroles", cluster_role_object("a", "get", "list"))
     fake.put("clusterroles", cluster_role_object("f", "watch"))
     fake.put("roles", role_object("team", "reader", "list"), event="DELETED")
-    await eventually(lambda: source.get_role("team", "reader") is None)
-    await eventually(lambda: source.get_cluster_role("f") is not None)
+    await async_wait_until(lambda: source.get_role("team", "reader") is None, interval=0.01)
+    await async_wait_until(lambda: source.get_cluster_role("f") is not None, interval=0.01)
     assert _verbs(source.get_cluster_role("a")) == ("get", "list")
     assert len(changes) >= 5
 
@@ -419,12 +422,14 @@ async def test_cluster_role_source_fake_rewatches_from_last_revision(
     source.start()
     async with asyncio.timeout(5):
         await source.wait_ready()
-    await eventually(lambda: len(fake.watchers["clusterroles"]) == 1)
+    await async_wait_until(lambda: len(fake.watchers["clusterroles"]) == 1, interval=0.01)
     fake.put("clusterroles", cluster_role_object("b", "get"))
-    await eventually(lambda: source.get_cluster_role("b") is not None)
+    await async_wait_until(lambda: source.get_cluster_role("b") is not None, interval=0.01)
     last = str(fake.revision)
     fake.end_watches()  # the server's timeoutSeconds ran out
-    await eventually(lambda: any(q.get("resourceVersion") == last for q in fake.watches()))
+    await async_wait_until(
+        lambda: any(q.get("resourceVersion") == last for q in fake.watches()), interval=0.01
+    )
     assert fake.lists("clusterroles") == 1  # watched again, not relisted
 
 
@@ -435,14 +440,14 @@ async def test_cluster_role_source_fake_relists_after_410(
     source.start()
     async with asyncio.timeout(5):
         await source.wait_ready()
-    await eventually(lambda: len(fake.watchers["clusterroles"]) == 1)
+    await async_wait_until(lambda: len(fake.watchers["clusterroles"]) == 1, interval=0.01)
     # While the watch is down, history is compacted and things change.
     fake.end_watches()
     fake.watchers["clusterroles"].clear()
     fake.put("clusterroles", cluster_role_object("a", "get"), event="DELETED")
     fake.put("clusterroles", cluster_role_object("z", "get"))
     fake.compact()
-    await eventually(lambda: source.get_cluster_role("z") is not None)
+    await async_wait_until(lambda: source.get_cluster_role("z") is not None, interval=0.01)
     assert source.get_cluster_role("a") is None
     assert fake.lists("clusterroles") >= 2
 
@@ -490,16 +495,16 @@ async def test_cluster_role_source_fake_binding_problems_are_each_reported_once(
         await source.wait_ready()
     index.recheck_all()
     assert len(seen) == 1  # the ClusterRole resolves
-    await eventually(lambda: len(fake.watchers["clusterroles"]) == 1)
+    await async_wait_until(lambda: len(fake.watchers["clusterroles"]) == 1, interval=0.01)
     fake.put("clusterroles", cluster_role_object("reader", "get"), event="DELETED")
-    await eventually(lambda: len(seen) == 2)
+    await async_wait_until(lambda: len(seen) == 2, interval=0.01)
     assert seen[1].reason is ProblemReason.UNRESOLVABLE_ROLE_REF
     assert seen[1].message == 'clusterrole.rbac.authorization.k8s.io "reader" not found'
     # The binding is unchanged: roles coming and going report nothing again.
     fake.put("clusterroles", cluster_role_object("reader", "get"))
-    await eventually(lambda: source.get_cluster_role("reader") is not None)
+    await async_wait_until(lambda: source.get_cluster_role("reader") is not None, interval=0.01)
     fake.put("clusterroles", cluster_role_object("reader", "get"), event="DELETED")
-    await eventually(lambda: source.get_cluster_role("reader") is None)
-    await asyncio.sleep(0.1)  # past the re-check the change scheduled
+    await async_wait_until(lambda: source.get_cluster_role("reader") is None, interval=0.01)
+    await async_wait_until(lambda: index._recheck is None, interval=0.01)  # the re-check it scheduled ran
     index.recheck_all()
     assert len(seen) == 2

@@ -11,6 +11,7 @@ import pytest
 
 from apiserver.storage.cacher.revisions import SharedRevisionReads
 from apiserver.storage.interface import Storage, StorageUnavailableError
+from tests.support.waiting import async_wait_until
 
 
 class FakeHeldRevisions:
@@ -38,7 +39,7 @@ def reads() -> tuple[SharedRevisionReads, FakeHeldRevisions]:
 async def test_concurrent_callers_share_one_read() -> None:
     shared, fake = reads()
     callers = [asyncio.create_task(shared.current()) for _ in range(50)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # they ask (a yield)
     fake.release.set()
     assert await asyncio.gather(*callers) == [1] * 50
     assert fake.started == 1
@@ -47,10 +48,10 @@ async def test_concurrent_callers_share_one_read() -> None:
 async def test_a_caller_never_joins_a_read_that_began_before_it_asked() -> None:
     shared, fake = reads()
     early = asyncio.create_task(shared.current())
-    await asyncio.sleep(0.01)
+    await async_wait_until(lambda: fake.started, interval=0)
     assert fake.started == 1  # under way
     late = [asyncio.create_task(shared.current()) for _ in range(3)]
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # they ask (a yield: each runs until it awaits the next read)
     fake.release.set()
     assert await early == 1
     assert await asyncio.gather(*late) == [2, 2, 2]
@@ -73,7 +74,7 @@ async def test_a_caller_that_gives_up_leaves_the_read_to_the_others() -> None:
     shared, fake = reads()
     quitter = asyncio.create_task(shared.current())
     stayer = asyncio.create_task(shared.current())
-    await asyncio.sleep(0.01)
+    await async_wait_until(lambda: fake.started, interval=0)  # both asked; the read is under way
     quitter.cancel()
     fake.release.set()
     assert await stayer == 1
@@ -82,11 +83,11 @@ async def test_a_caller_that_gives_up_leaves_the_read_to_the_others() -> None:
 
 
 async def test_closing_ends_the_wait_of_every_caller() -> None:
-    shared, _ = reads()
+    shared, fake = reads()
     first = asyncio.create_task(shared.current())
-    await asyncio.sleep(0.01)  # its read is under way
+    await async_wait_until(lambda: fake.started, interval=0)  # its read is under way
     second = asyncio.create_task(shared.current())  # waits for the next read
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # it asks (a yield: it runs until it awaits the next read)
     await shared.close()
     for caller in (first, second):
         with pytest.raises(asyncio.CancelledError):

@@ -14,6 +14,7 @@ from apiserver.storage.sqlite.backend import SQLiteStorage
 from apiserver.storage.sqlite.dialect import _DUE as DUE
 from apiserver.storage.sqlite.dialect import Dialect
 from tests.integration.storage.helpers import next_event, take
+from tests.support.waiting import async_wait_until
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ async def test_a_key_expiring_while_the_server_is_down_is_deleted_after_restart(
     store = await open_store(sqlite_path)
     created = await store.create("/s/short", b"x", ttl=1)
     await store.close()
-    await asyncio.sleep(1.1)
+    await asyncio.sleep(1.1)  # the TTL runs out while the store is closed
 
     store = await open_store(sqlite_path)
     try:
@@ -89,7 +90,7 @@ async def test_closing_the_store_ends_open_watches(sqlite_path: str) -> None:
     store = await open_store(sqlite_path)
     events = store.watch("/s/", after_revision=0)
     pending = asyncio.ensure_future(next_event(events))
-    await asyncio.sleep(0.05)
+    await async_wait_until(lambda: store.active_watches == 1, message="the watch to subscribe")
     await store.close()
     with pytest.raises(Exception, match="closed"):
         await pending
