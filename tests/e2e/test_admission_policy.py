@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from tests.support.aggregation import AggregatedCoreio, settled_audit_logs
 from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -411,13 +411,18 @@ def _wait_active(sides: tuple[Side, Side]) -> None:
     """Both sides enforce the case's policy: a probe is no longer admitted silently."""
     # Labelled so that the match-conditions case's condition lets it through.
     probe = Step("POST", body=rolebinding("probe", labels={"enforce": "probe"}), query="dryRun=All")
-    deadline = time.monotonic() + ACTIVE_TIMEOUT
     pending = list(sides)
-    while pending and time.monotonic() < deadline:
-        pending = [side for side in pending if (a := side.send(probe)).status < 400 and not a.warnings]
-        if pending:
-            time.sleep(0.2)
-    assert not pending, f"policy not enforced within {ACTIVE_TIMEOUT}s by {[s.group for s in pending]}"
+
+    def enforced() -> bool:
+        pending[:] = [side for side in pending if (a := side.send(probe)).status < 400 and not a.warnings]
+        return not pending
+
+    wait_until(
+        enforced,
+        timeout=ACTIVE_TIMEOUT,
+        interval=0.2,
+        message=lambda: f"the policy to be enforced by {[s.group for s in pending]}",
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from tests.support.admission_webhook import AdmissionWebhookServer
 from tests.support.aggregation import AggregatedCoreio, settled_audit_logs
 from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -287,13 +287,18 @@ def sides(
 def _wait_active(pair: tuple[Side, Side]) -> None:
     """Both sides call the webhooks: the deny case's dry run is refused."""
     probe = create(rolebinding("probe"), "dryRun=All")
-    deadline = time.monotonic() + ACTIVE_TIMEOUT
     pending = list(pair)
-    while pending and time.monotonic() < deadline:
-        pending = [side for side in pending if side.send(probe).status < 400]
-        if pending:
-            time.sleep(0.2)
-    assert not pending, f"webhooks not called within {ACTIVE_TIMEOUT}s by {[s.group for s in pending]}"
+
+    def active() -> bool:
+        pending[:] = [side for side in pending if side.send(probe).status < 400]
+        return not pending
+
+    wait_until(
+        active,
+        timeout=ACTIVE_TIMEOUT,
+        interval=0.2,
+        message=lambda: f"the webhooks to be called by {[s.group for s in pending]}",
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

@@ -27,6 +27,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.controlplane_build import kubernetes_version
 from tests.support.helm import Helm
 from tests.support.kubectl import EV, RB, event_yaml, rolebinding_yaml
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -261,9 +262,7 @@ def test_kubectl_watch(aggregated_coreio: AggregatedCoreio, control_plane: Contr
                 events.append((event["type"], event["object"]["metadata"]["name"]))
 
     def wait_for(count: int) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(events) < count:
-            time.sleep(0.05)
+        wait_until(lambda: len(events) >= count, timeout=30, message=lambda: f"{count} events: {events}")
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -400,12 +399,12 @@ def _audit_entries(
     """The audit entries `wanted` selects. An audit line is written as its request completes, which
     may be just after the client has its answer (as with upstream's buffered audit backends), so
     this waits for them briefly."""
-    deadline = time.monotonic() + 5
-    while True:
-        entries = [e for e in coreio.audit_events() if wanted(e)]
-        if entries or time.monotonic() > deadline:
-            return entries
-        time.sleep(0.02)
+    return wait_until(
+        lambda: [e for e in coreio.audit_events() if wanted(e)],
+        timeout=5,
+        interval=0.02,
+        message="audit entries",
+    )
 
 
 def test_front_proxy_headers_need_the_front_proxy_certificate(

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import time
 from typing import Any
 
 import pytest
 
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -96,14 +96,12 @@ def _events(events: list[JSON], audit_id: str, side: Side) -> list[JSON]:
 
 
 def _settled(read: Any, ids: list[str]) -> list[JSON]:
-    deadline = time.monotonic() + 10
-    while True:
+    def written() -> list[JSON] | None:
         events: list[JSON] = read()
         done = {e.get("auditID") for e in events if e.get("stage") == "ResponseComplete"}
-        if all(audit_id in done for audit_id in ids):
-            return events
-        assert time.monotonic() < deadline, "audit events not written"
-        time.sleep(0.1)
+        return events if all(audit_id in done for audit_id in ids) else None
+
+    return wait_until(written, timeout=10, interval=0.1, message="the audit events to be written")
 
 
 def test_the_same_requests_make_the_same_audit_events(

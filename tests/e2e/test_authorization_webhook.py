@@ -32,6 +32,7 @@ from apiserver import pki, standalone
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 from tests.support.kubectl import RB, rolebinding_yaml
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -166,13 +167,19 @@ def _wait_until(
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """Runs `check` until `done` says so; the last result and the seconds it took."""
     started = time.monotonic()
-    while True:
-        result = check()
-        if done(result):
-            return result, time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not settled after {timeout}s: {result.returncode} {result.stderr}")
-        time.sleep(0.2)
+    results: list[subprocess.CompletedProcess[str]] = []
+
+    def settled() -> bool:
+        results[:] = [check()]
+        return done(results[0])
+
+    wait_until(
+        settled,
+        timeout=timeout,
+        interval=0.2,
+        message=lambda: f"it to settle: {results[0].returncode} {results[0].stderr}",
+    )
+    return results[0], time.monotonic() - started
 
 
 def test_kube_apiserver_enforces_a_rolebinding_stored_in_coreio(webhook_cluster: WebhookCluster) -> None:
@@ -186,10 +193,7 @@ def test_kube_apiserver_enforces_a_rolebinding_stored_in_coreio(webhook_cluster:
         _forbidden("list", "configmaps", TEAM),
     )
     # coreio was asked (its audit line may land just after kube-apiserver had the answer).
-    deadline = time.monotonic() + 5
-    while not (asked := cluster.webhook_calls()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert asked, "kube-apiserver never asked coreio"
+    asked = wait_until(cluster.webhook_calls, timeout=5, interval=0.1, message="kube-apiserver to ask coreio")
     assert {(e["user"]["username"], e["responseStatus"]["code"]) for e in asked} == {(WEBHOOK_USER, 200)}
 
     # The grant, stored in coreio (not in the cluster): ClusterRole view to alice in `team`.

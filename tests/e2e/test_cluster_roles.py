@@ -25,6 +25,7 @@ import pytest
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
 from tests.support.kubectl import EV, RB, event_yaml
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -101,13 +102,14 @@ def _wait_for(
 ) -> tuple[Any, float]:
     """Calls until the answer has `status`; (its body, seconds it took)."""
     started = time.monotonic()
-    while True:
-        code, body = call()
-        if code == status:
-            return body, time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"still {code} after {timeout}s (wanted {status}): {body}")
-        time.sleep(0.2)
+    answers: list[tuple[int, Any]] = []
+
+    def answered() -> bool:
+        answers[:] = [call()]
+        return answers[0][0] == status
+
+    wait_until(answered, timeout=timeout, interval=0.2, message=lambda: f"{status}, still {answers}")
+    return answers[0][1], time.monotonic() - started
 
 
 @pytest.fixture
@@ -174,9 +176,12 @@ def test_coreio_rolebinding_grants_a_cluster_role_as_it_is_now(
         "bob", "get", "observed", f'RBAC: clusterrole.rbac.authorization.k8s.io "{READER_ROLE}" not found'
     )
     # ... which coreio reports against the binding it left dangling.
-    deadline = time.monotonic() + FOLLOW_TIMEOUT
-    while not (warnings := _warning_events(kc, "bob-reads")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    warnings = wait_until(
+        lambda: _warning_events(kc, "bob-reads"),
+        timeout=FOLLOW_TIMEOUT,
+        interval=0.2,
+        message="a Warning Event regarding bob-reads",
+    )
     assert [(w["reason"], w["note"]) for w in warnings] == [
         ("UnresolvableRoleRef", f'clusterrole.rbac.authorization.k8s.io "{READER_ROLE}" not found')
     ]
@@ -207,9 +212,12 @@ def test_rolebinding_of_a_missing_cluster_role_warns_and_grants_nothing(
     binding = kc.json("get", RB, "carol-reads", "-n", NAMESPACE)
 
     # A Warning Event regarding the RoleBinding, in coreio's events.core.io.
-    deadline = time.monotonic() + FOLLOW_TIMEOUT
-    while not (warnings := _warning_events(kc, "carol-reads")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    warnings = wait_until(
+        lambda: _warning_events(kc, "carol-reads"),
+        timeout=FOLLOW_TIMEOUT,
+        interval=0.2,
+        message="a Warning Event regarding carol-reads",
+    )
     assert len(warnings) == 1, warnings
     (warning,) = warnings
     assert warning["reason"] == "UnresolvableRoleRef"

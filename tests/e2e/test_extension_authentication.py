@@ -24,6 +24,7 @@ import pytest
 from apiserver import pki
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -68,12 +69,11 @@ def _who(coreio: AggregatedCoreio, cert: tuple[Path, Path], headers: dict[str, s
         status = response.status
     finally:
         connection.close()
-    deadline = time.monotonic() + 5
-    while not (entries := [e for e in coreio.audit_events() if marker in e["requestURI"]]):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no audit entry for {marker}")
-        time.sleep(0.05)
-    (entry,) = entries
+    (entry,) = wait_until(
+        lambda: [e for e in coreio.audit_events() if marker in e["requestURI"]],
+        timeout=5,
+        message=f"an audit entry for {marker}",
+    )
     return status, entry["user"].get("username", "")
 
 
@@ -81,10 +81,13 @@ def _wait_for_who(
     coreio: AggregatedCoreio, cert: tuple[Path, Path], headers: dict[str, str], wanted: tuple[int, str]
 ) -> float:
     started = time.monotonic()
-    while (seen := _who(coreio, cert, headers)) != wanted:
-        if time.monotonic() - started > RELOAD_TIMEOUT:
-            raise AssertionError(f"still {seen} after {RELOAD_TIMEOUT}s, wanted {wanted}")
-        time.sleep(0.2)
+    seen: list[tuple[int, str]] = []
+
+    def who() -> bool:
+        seen[:] = [_who(coreio, cert, headers)]
+        return seen[0] == wanted
+
+    wait_until(who, timeout=RELOAD_TIMEOUT, interval=0.2, message=lambda: f"{wanted}, still {seen}")
     return time.monotonic() - started
 
 

@@ -106,7 +106,7 @@ async def test_a_leader_that_sees_another_holder_steps_down_at_once(client: Kube
     await leader.acquire()
     path = resource_path("coordination.k8s.io/v1", "leases", NS, "taken")
     keeping = asyncio.create_task(leader.keep())
-    await asyncio.sleep(1)
+    await asyncio.sleep(1)  # the leader keeps its Lease a while (renewing) before it is taken
     lease = await client.get(path)
     lease["spec"]["holderIdentity"] = "usurper"
     await client.request("PUT", path, body=lease)

@@ -6,7 +6,6 @@ read stops the server with one line; the plugin can be turned off."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import yaml
 
 from tests.support.kubectl import RB, Kubectl, rolebinding_yaml
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -128,15 +128,16 @@ def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
 
 def _audit(server: ServerProcess, name: str, verb: str) -> dict[str, Any]:
     path = server.data_dir.parent / "audit.log"
-    deadline = time.monotonic() + 10
-    while True:
+
+    def logged() -> dict[str, Any] | None:
         for line in path.read_text().splitlines():
             event: dict[str, Any] = json.loads(line)
             ref = event.get("objectRef") or {}
             if event["stage"] == "ResponseComplete" and event["verb"] == verb and ref.get("name") == name:
                 return event
-        assert time.monotonic() < deadline, f"no audit event for {verb} {name}"
-        time.sleep(0.1)
+        return None
+
+    return wait_until(logged, timeout=10, message=f"an audit event for {verb} {name}")
 
 
 def test_a_denied_binding_is_refused_in_upstreams_words(admin: Kubectl) -> None:

@@ -7,7 +7,6 @@ checked."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import yaml
 from tests.support.admission_webhook import AdmissionWebhookServer
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -107,14 +107,15 @@ def api(server: ServerProcess) -> Api:
 
 def _annotations(server: ServerProcess, audit_id: str) -> dict[str, str]:
     path = server.data_dir.parent / "audit.log"
-    deadline = time.monotonic() + 10
-    while True:
+
+    def logged() -> dict[str, Any] | None:
         for line in path.read_text().splitlines():
-            event = json.loads(line)
+            event: dict[str, Any] = json.loads(line)
             if event["auditID"] == audit_id and event["stage"] == "ResponseComplete":
-                return dict(event.get("annotations") or {})
-        assert time.monotonic() < deadline, f"no audit event {audit_id}"
-        time.sleep(0.1)
+                return event
+        return None
+
+    return dict(wait_until(logged, timeout=10, message=f"audit event {audit_id}").get("annotations") or {})
 
 
 def test_a_denial_answers_the_webhooks_status(api: Api, hooks: AdmissionWebhookServer) -> None:

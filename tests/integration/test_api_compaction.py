@@ -4,8 +4,8 @@ that start too far back, and the inconsistent-continue token that lets a paginat
 from __future__ import annotations
 
 import base64
+import itertools
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import pytest
 from tests.support.api import Api, rb_path, rolebinding
 from tests.support.etcd import EtcdProcess
 from tests.support.server import BACKENDS, ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -42,16 +43,16 @@ def capi(compacting_server: ServerProcess) -> Api:
 
 def _wait_until_compacted(api: Api, revision: str) -> None:
     """Writes now and then (compaction keeps what is newer than a second ago) until `revision` is gone."""
-    deadline = time.monotonic() + 20
-    counter = 0
-    while time.monotonic() < deadline:
+    fillers = itertools.count(1)
+
+    def compacted() -> bool:
         exact = api.get(f"{rb_path('compact')}?resourceVersion={revision}&resourceVersionMatch=Exact")
         if exact.status == 410:
-            return
-        counter += 1
-        api.post(rb_path("filler"), rolebinding(f"f{counter}"))
-        time.sleep(0.3)
-    raise AssertionError(f"revision {revision} was never compacted")
+            return True
+        api.post(rb_path("filler"), rolebinding(f"f{next(fillers)}"))
+        return False
+
+    wait_until(compacted, timeout=20, interval=0.3, message=f"revision {revision} to be compacted")
 
 
 def test_expired_list_continue_and_watch(capi: Api) -> None:

@@ -18,6 +18,7 @@ import yaml
 from tests.support.api import Api
 from tests.support.kubectl import RB, Kubectl, rolebinding_yaml
 from tests.support.server import ServerProcess, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
 
@@ -78,10 +79,12 @@ def events(server: ServerProcess, **fields: str) -> list[dict[str, Any]]:
 
 def settled(server: ServerProcess, count: int, **fields: str) -> list[dict[str, Any]]:
     """The events matching `fields`, once there are `count` (the last is written as the answer goes)."""
-    deadline = time.monotonic() + 10
-    while len(found := events(server, **fields)) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return found
+
+    def enough() -> list[dict[str, Any]] | None:
+        found = events(server, **fields)
+        return found if len(found) >= count else None
+
+    return wait_until(enough, timeout=10, message=f"{count} audit events with {fields}")
 
 
 def test_a_create_at_request_response_keeps_both_bodies_without_managed_fields(
@@ -157,7 +160,7 @@ def test_a_refused_request_logs_its_status_and_the_authorizers_word(
 def test_requests_no_rule_matches_are_not_logged(admin: Kubectl, server: ServerProcess) -> None:
     admin.run("get", "events.events.core.io", "-n", NAMESPACE)  # a list: matched by the list rule
     admin.run("get", "events.events.core.io", "missing", "-n", NAMESPACE, check=False)
-    time.sleep(0.5)
+    time.sleep(0.5)  # time for events that must not be written to land (absence cannot be awaited)
     # A get of an Event matches no rule (the get rule names RoleBindings): level None.
     assert not events(server, verb="get", name="missing")
     assert not [e for e in events(server) if e["requestURI"].startswith(("/api?", "/apis?", "/openapi"))]
@@ -207,7 +210,7 @@ def test_a_request_without_credentials_is_one_event_saying_so(server: ServerProc
     answer = Api(server, client_cert=False).get(path)
     assert answer.status == 401
     logged = settled(server, 1, requestURI=path)
-    time.sleep(0.2)
+    time.sleep(0.2)  # time for a second event, which must not come, to land
     assert [(e["stage"], e["user"]) for e in events(server, requestURI=path)] == [("ResponseStarted", {})]
     assert logged[0]["responseStatus"] == {
         "metadata": {},

@@ -29,6 +29,7 @@ from tests.support.etcd import (
     find_etcd_binary,
 )
 from tests.support.server import free_port, start_server
+from tests.support.waiting import async_wait_until
 
 REFUSED = ("3.5.0", "3.5.1", "3.5.2")
 
@@ -109,16 +110,17 @@ async def test_a_release_read_after_start_is_refused_then(
         await store.start()
     finally:
         data_loss_etcd.resume()
+
+    async def refusal() -> UnsupportedStorageError | None:
+        try:
+            await store.current_revision()
+        except UnsupportedStorageError as refused:
+            return refused
+        return None
+
     try:
-        for _ in range(100):
-            try:
-                await store.current_revision()
-            except UnsupportedStorageError as refused:
-                assert "etcd 3.5.1" in str(refused)
-                break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the storage kept serving etcd 3.5.1")
+        refused = await async_wait_until(refusal, timeout=30, message="the storage to refuse etcd 3.5.1")
+        assert "etcd 3.5.1" in str(refused)
         with pytest.raises(UnsupportedStorageError):
             await store.get("/x")
     finally:

@@ -32,6 +32,7 @@ import pytest
 from tests.support.etcd import EtcdProcess, find_etcd_binary
 from tests.support.load import JSON, Load, Outcome, judge, wait_for_writes
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import async_wait_until
 
 REQUEST_TIMEOUT = 5.0  # the server's --request-timeout in these tests
 # A client waits this long before it calls a request hung (the server must answer within its timeout).
@@ -88,10 +89,13 @@ async def ready(session: aiohttp.ClientSession, server: ServerProcess) -> tuple[
 async def wait_ready(session: aiohttp.ClientSession, server: ServerProcess, within: float) -> float:
     """Seconds until /readyz answers 200."""
     started = time.monotonic()
-    while (await ready(session, server))[0] != 200:
-        if time.monotonic() - started > within:
-            raise AssertionError(f"/readyz not ok {within}s later: {await ready(session, server)}")
-        await asyncio.sleep(0.05)
+    answers: list[tuple[int | None, str]] = []
+
+    async def ok() -> bool:
+        answers[:] = [await ready(session, server)]
+        return answers[0][0] == 200
+
+    await async_wait_until(ok, timeout=within, message=lambda: f"/readyz ok: {answers}")
     return time.monotonic() - started
 
 
@@ -158,7 +162,7 @@ async def etcd_outage(probe: aiohttp.ClientSession, server: ServerProcess, etcd:
     await asyncio.to_thread(etcd.kill)
     await asyncio.sleep(1.0)  # let the requests in flight at the kill come back
     fault.readyz_down = await ready(probe, server)
-    await asyncio.sleep(OUTAGE - 1.0)
+    await asyncio.sleep(OUTAGE - 1.0)  # the rest of the outage: the fault itself
     await asyncio.to_thread(etcd.restart)
     fault.back = time.monotonic()
     fault.ready_after = await wait_ready(probe, server, within=60)
@@ -233,7 +237,7 @@ async def server_crash(server: ServerProcess) -> Fault:
     fault = Fault(time.monotonic())
     server.process.kill()
     assert await asyncio.to_thread(server.process.wait, 10) == -signal.SIGKILL
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # down a second: the fault itself
     restarted = time.monotonic()
     await asyncio.to_thread(server.start)  # same data directory, same port
     fault.back = time.monotonic()

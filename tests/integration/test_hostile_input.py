@@ -25,6 +25,7 @@ from apiserver import pki
 from tests.support.api import Api, Response, ev_path, event, rb_path, rolebinding
 from tests.support.rawhttp import serving_cleanly, user_context
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 FRONT_PROXY = "front-proxy"
 MIB = 1024 * 1024
@@ -74,16 +75,12 @@ def _clean_4xx(response: Response, *codes: int) -> dict[str, Any]:
 def _audited_user(server: ServerProcess, path: str) -> str:
     """The user name the audit log recorded for the last request to `path`."""
     log = server.data_dir.parent / "audit.log"
-    for _ in range(50):
-        users = [
-            entry["user"].get("username", "")
-            for entry in map(json.loads, log.read_text().splitlines())
-            if entry["requestURI"] == path
-        ]
-        if users:
-            return str(users[-1])
-        time.sleep(0.05)
-    raise AssertionError(f"no audit entry for {path}")
+
+    def users() -> list[str]:
+        entries = map(json.loads, log.read_text().splitlines())
+        return [entry["user"].get("username", "") for entry in entries if entry["requestURI"] == path]
+
+    return str(wait_until(users, timeout=2.5, message=f"an audit entry for {path}")[-1])
 
 
 def _front_proxy_context(server: ServerProcess, directory: Path, cn: str) -> ssl.SSLContext:

@@ -16,6 +16,7 @@ import pytest
 
 from apiserver import pki
 from tests.support import image
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.image
 SERVING = "/var/run/secrets/coreio/serving"
@@ -87,17 +88,22 @@ def test_the_server_starts_from_the_images_cmd(built: tuple[str, str], tmp_path:
         "answer = urllib.request.urlopen('https://localhost:8443/readyz', context=context, timeout=5)\n"
         "print(answer.read().decode())\n"
     )
+    answers: list[subprocess.CompletedProcess[str]] = []
+
+    def ready() -> bool:
+        answers[:] = [_docker(client, "exec", name, "python", "-c", probe)]
+        return answers[0].returncode == 0
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            answer = _docker(client, "exec", name, "python", "-c", probe)
-            if answer.returncode == 0:
-                assert answer.stdout.strip() == "ok"
-                break
-            assert time.monotonic() < deadline, (
-                answer.stderr[-2000:],
-                _docker(client, "logs", name).stderr[-3000:],
-            )
-            time.sleep(0.5)
+        wait_until(
+            ready,
+            timeout=60,
+            interval=0.5,
+            message=lambda: (
+                f"/readyz in the container: {answers[0].stderr[-2000:]}\n"
+                + _docker(client, "logs", name).stderr[-3000:]
+            ),
+        )
+        assert answers[0].stdout.strip() == "ok"
     finally:
         _docker(client, "rm", "--force", name)

@@ -10,8 +10,7 @@ import asyncio
 import base64
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ import yaml
 
 from tests.support.api import Api, ev_path, event, rb_path, rolebinding
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 NAMESPACE = "kopf-ns"
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -137,17 +137,6 @@ def operator(server: ServerProcess, api: Api) -> Iterator[Operator]:
     assert not errors, errors
 
 
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def annotations_of(api: Api, path: str) -> dict[str, str]:
     response = api.get(path)
     if response.status != 200:
@@ -156,16 +145,21 @@ def annotations_of(api: Api, path: str) -> dict[str, str]:
 
 
 def test_existing_event_is_handled_at_startup(operator: Operator, api: Api) -> None:
-    eventually(lambda: annotations_of(api, ev_path(NAMESPACE, "early")).get("seen-by") == "kopf", "early")
+    wait_until(
+        lambda: annotations_of(api, ev_path(NAMESPACE, "early")).get("seen-by") == "kopf",
+        timeout=TIMEOUT,
+        message="early",
+    )
     assert ("create", "Event", "early") in operator.seen.changes
 
 
 def test_create_is_seen_and_persisted(operator: Operator, api: Api) -> None:
     created = api.post(ev_path(NAMESPACE), event("web-0.created", NAMESPACE))
     assert created.status == 201
-    eventually(
+    wait_until(
         lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.created")).get("seen-by") == "kopf",
-        "the seen-by annotation",
+        timeout=TIMEOUT,
+        message="the seen-by annotation",
     )
     obj = api.get(ev_path(NAMESPACE, "web-0.created")).json
     meta = obj["metadata"]
@@ -180,26 +174,30 @@ def test_create_is_seen_and_persisted(operator: Operator, api: Api) -> None:
 
 def test_update_is_seen(operator: Operator, api: Api) -> None:
     assert api.post(ev_path(NAMESPACE), event("web-0.updated", NAMESPACE)).status == 201
-    eventually(
-        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-by") == "kopf", "creation"
+    wait_until(
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-by") == "kopf",
+        timeout=TIMEOUT,
+        message="creation",
     )
     patched = api.patch(ev_path(NAMESPACE, "web-0.updated"), {"metadata": {"labels": {"stage": "two"}}})
     assert patched.status == 200
-    eventually(
+    wait_until(
         lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.updated")).get("seen-stage") == "two",
-        "the update handler's annotation",
+        timeout=TIMEOUT,
+        message="the update handler's annotation",
     )
     assert ("update", "Event", "web-0.updated") in operator.seen.changes
 
 
 def test_delete_waits_for_the_handler(operator: Operator, api: Api) -> None:
     assert api.post(ev_path(NAMESPACE), event("web-0.deleted", NAMESPACE)).status == 201
-    eventually(
+    wait_until(
         lambda: (
             FINALIZER
             in (api.get(ev_path(NAMESPACE, "web-0.deleted")).json["metadata"].get("finalizers") or [])
         ),
-        "kopf's finalizer",
+        timeout=TIMEOUT,
+        message="kopf's finalizer",
     )
     response = api.delete(ev_path(NAMESPACE, "web-0.deleted"))
     # Held by kopf's finalizer: 200 with the object marked for deletion, as kube-apiserver answers a
@@ -208,14 +206,20 @@ def test_delete_waits_for_the_handler(operator: Operator, api: Api) -> None:
     assert response.status == 200, response.json
     assert response.json["kind"] == "Event"
     assert response.json["metadata"]["deletionTimestamp"]
-    eventually(lambda: api.get(ev_path(NAMESPACE, "web-0.deleted")).status == 404, "the object to go")
+    wait_until(
+        lambda: api.get(ev_path(NAMESPACE, "web-0.deleted")).status == 404,
+        timeout=TIMEOUT,
+        message="the object to go",
+    )
     assert "web-0.deleted" in operator.seen.deleted
 
 
 def test_rolebindings_get_no_finalizer_without_a_deletion_handler(operator: Operator, api: Api) -> None:
     assert api.post(rb_path(NAMESPACE), rolebinding("kopf-rb")).status == 201
-    eventually(
-        lambda: annotations_of(api, rb_path(NAMESPACE, "kopf-rb")).get("seen-by") == "kopf", "the binding"
+    wait_until(
+        lambda: annotations_of(api, rb_path(NAMESPACE, "kopf-rb")).get("seen-by") == "kopf",
+        timeout=TIMEOUT,
+        message="the binding",
     )
     meta = api.get(rb_path(NAMESPACE, "kopf-rb")).json["metadata"]
     assert "finalizers" not in meta
@@ -226,8 +230,10 @@ def test_other_namespaces_are_left_alone(operator: Operator, api: Api) -> None:
     assert api.post(ev_path("not-kopf"), event("ignored", "not-kopf")).status == 201
     assert api.post(ev_path(NAMESPACE), event("web-0.marker", NAMESPACE)).status == 201
     # Once a later Event of the watched namespace is handled, the earlier one elsewhere would have been.
-    eventually(
-        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.marker")).get("seen-by") == "kopf", "marker"
+    wait_until(
+        lambda: annotations_of(api, ev_path(NAMESPACE, "web-0.marker")).get("seen-by") == "kopf",
+        timeout=TIMEOUT,
+        message="marker",
     )
     assert annotations_of(api, ev_path("not-kopf", "ignored")) == {}
     assert not [c for c in operator.seen.changes if c[2] == "ignored"]

@@ -153,12 +153,9 @@ def test_read_only_requests_over_the_limit_get_429(
 
     def hang() -> None:
         # Lists that wait for a frozen etcd; retried when the admin's /metrics polls took the slot.
-        for _ in range(100):
-            status = bob.get(rb_path("reads")).status
-            if status != 429:
-                results.append(status)
-                return
-            time.sleep(0.05)
+        results.append(
+            wait_until(lambda: (got := bob.get(rb_path("reads")).status) != 429 and got, timeout=5)
+        )
 
     etcd.pause()
     threads = [threading.Thread(target=hang) for _ in range(2)]
@@ -367,7 +364,7 @@ def test_slow_loris_clients_are_closed_and_do_not_starve_others(quick_sqlite: Se
             assert time.monotonic() - answered < 2
             closed = _closed_by_server(open_)
             open_ = [sock for sock in open_ if sock not in closed]
-            time.sleep(1)
+            time.sleep(1)  # a byte a second: the slow clients' pace is under test
         assert not open_, f"{len(open_)} slow connections still open"
         # Closed after about the request timeout (2 s), not at the default keep-alive hour.
         assert time.monotonic() - started < 10

@@ -416,7 +416,7 @@ def test_custom_objects_watch_resumes_across_server_timeouts(custom: k8s.CustomO
     while time.monotonic() < deadline and index < 3:
         custom.create_namespaced_custom_object(EV_GROUP, VERSION, ns, "events", event(f"w{index}", ns))
         index += 1
-        time.sleep(2.2)
+        time.sleep(2.2)  # writes spread over the streams' ends: the reconnects are under test
     for name in ("w0", "w1", "w2"):
         custom.delete_namespaced_custom_object(EV_GROUP, VERSION, ns, "events", name)
     assert done.wait(20), f"watch saw only {seen}"

@@ -175,7 +175,7 @@ class Soak:
             else:
                 pool = sorted(present) if roll < 0.5 and present else [f"hot-{i:02d}" for i in range(HOT)]
                 await self.update(session, self.rng.choice(pool))
-            await asyncio.sleep(self.rng.uniform(0.0, 0.02))
+            await asyncio.sleep(self.rng.uniform(0.0, 0.02))  # the writers' pace (the load)
 
     async def update(self, session: aiohttp.ClientSession, name: str) -> None:
         status, current = await self.call(session, "get", "GET", self.url(name), (200,))
@@ -199,7 +199,7 @@ class Soak:
                 await self.paged(session)
             else:
                 await self.call(session, "list", "GET", self.url(query=self.rng.choice(queries)()), (200,))
-            await asyncio.sleep(self.rng.uniform(0.05, 0.3))
+            await asyncio.sleep(self.rng.uniform(0.05, 0.3))  # the listers' pace (the load)
 
     async def paged(self, session: aiohttp.ClientSession) -> None:
         token = ""
@@ -216,7 +216,7 @@ class Soak:
         while self.running():
             name = f"hot-{self.rng.randrange(HOT):02d}"
             await self.call(session, "get", "GET", self.url(name), (200,))
-            await asyncio.sleep(self.rng.uniform(0.01, 0.1))
+            await asyncio.sleep(self.rng.uniform(0.01, 0.1))  # the getters' pace (the load)
 
     async def watcher(self, session: aiohttp.ClientSession, selector: str) -> None:
         """Lists once, then watches from the newest resourceVersion seen, again and again: each
@@ -236,7 +236,7 @@ class Soak:
                 async with session.get(self.url(query=query)) as answer:
                     self.tally.count("watch", answer.status, (200,), "")
                     if answer.status != 200:
-                        await asyncio.sleep(1)
+                        await asyncio.sleep(1)  # a client's pause before it watches again
                         continue
                     async for line in answer.content:
                         if not line.strip():
@@ -260,7 +260,7 @@ class Soak:
     async def sampler(self, session: aiohttp.ClientSession, every: float) -> None:
         while self.running():
             self.samples.append(await self.sample(session))
-            await asyncio.sleep(every)
+            await asyncio.sleep(every)  # the sampling interval
 
     async def sample(self, session: aiohttp.ClientSession) -> Sample:
         assert self.server.process is not None

@@ -11,7 +11,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -23,6 +22,7 @@ import pytest
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.support.api import Api, ev_path, event
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import wait_until
 
 EVENTS = 10_000
 NAMESPACE = "load"
@@ -111,16 +111,16 @@ def answers_until_ready(server: ServerProcess, within: float = 60) -> list[tuple
     """Every answer of /readyz?verbose, polled until the first 200, each with the server's log as it
     stood when the answer came."""
     answers: list[tuple[int, str, str]] = []
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         assert server.process is not None and server.process.poll() is None, server.log_file.read_text()
         answer = readyz(server) if server.ca_file.exists() else None
         if answer is not None:
             answers.append((*answer, server.log_file.read_text()))
-            if answer[0] == 200:
-                return answers
-        time.sleep(0.02)
-    raise AssertionError(f"/readyz not ok within {within}s: {answers[-1:]}")
+        return answer is not None and answer[0] == 200
+
+    wait_until(ready, timeout=within, interval=0.02, message=lambda: f"/readyz ok: {answers[-1:]}")
+    return answers
 
 
 def cache_filled(log: str) -> bool:

@@ -15,13 +15,14 @@ import ssl
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("apiserver", "apiserver_operator", "kubectl_coreio")
@@ -168,17 +169,19 @@ def readme_server(source: Path, tmp_path: Path) -> Iterator[Path]:
 
 def test_the_readme_start_command_serves(readme_server: Path, tmp_path: Path) -> None:
     ca = readme_server / "pki" / "ca.crt"
-    deadline = time.monotonic() + 480  # the first pip install fetches the dependencies
-    while time.monotonic() < deadline:
-        if ca.exists():
-            try:
-                context = ssl.create_default_context(cafile=str(ca))
-                with urllib.request.urlopen(
-                    f"https://127.0.0.1:{README_PORT}/readyz", context=context
-                ) as answer:
-                    assert answer.status == 200
-                    return
-            except OSError:
-                pass
-        time.sleep(0.5)
-    raise AssertionError((tmp_path / "out.log").read_text()[-4000:])
+
+    def ready() -> bool:
+        if not ca.exists():
+            return False
+        context = ssl.create_default_context(cafile=str(ca))
+        with urllib.request.urlopen(f"https://127.0.0.1:{README_PORT}/readyz", context=context) as answer:
+            assert answer.status == 200
+            return True
+
+    wait_until(
+        ready,
+        timeout=480,  # the first pip install fetches the dependencies
+        interval=0.5,
+        message=lambda: "/readyz: " + (tmp_path / "out.log").read_text()[-4000:],
+        ignoring=(OSError,),
+    )

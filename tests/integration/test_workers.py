@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 
 from tests.support.api import EV_PATH
 from tests.support.server import BACKENDS, ServerProcess, backend_args, children, free_port, start_server
+from tests.support.waiting import wait_until
 
 WORKERS = 2
 NAMESPACE = "workers"
@@ -174,10 +174,7 @@ def test_killing_the_supervisor_kills_its_workers_and_frees_the_port(tmp_path: P
     workers = children(server.process.pid)
     server.process.kill()
     server.process.wait(timeout=10)
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in workers)
+    wait_until(lambda: not any(alive(pid) for pid in workers), timeout=5, message="the workers to exit")
     # Nobody listens there any more: a connection is refused. (A bind to the port is no proof
     # either way: a socket whose ephemeral local port happens to be that one would refuse it.)
     with socket.socket() as sock, pytest.raises(ConnectionRefusedError):

@@ -91,7 +91,7 @@ class FakeWebhookClient(WebhookClient):
         sent = json.loads(body)
         path = target.url.split("?")[0].rsplit("/", 1)[1]
         self.sent.append((path, sent))
-        await asyncio.sleep(self.delays.get(path, 0))
+        await asyncio.sleep(self.delays.get(path, 0))  # a slow webhook: its time is under test
         response = self.answer(path, sent["request"])
         return {
             "apiVersion": "admission.k8s.io/v1",

@@ -20,6 +20,7 @@ from apiserver.audit.webhook.batch import BatchConfig, Batcher
 from apiserver.audit.webhook.client import EncodedEvent, event_list
 from apiserver.audit.webhook.throttle import TokenBucket
 from apiserver.audit.webhook.truncate import TruncateConfig
+from tests.support.waiting import async_wait_until
 
 
 class FakeClock:
@@ -141,7 +142,7 @@ async def test_batches_of_one_wait_for_the_next_event_only() -> None:
         BatchConfig(max_batch_size=1, max_batch_wait=3600, throttle_enable=False), FakeWebhook().send
     )
     collecting = asyncio.ensure_future(batcher.collect())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # it waits (a yield)
     batcher.offer(encoded("a"))
     assert await asyncio.wait_for(collecting, 10) == [encoded("a")]
 
@@ -182,10 +183,8 @@ async def test_a_stop_cut_short_counts_what_was_never_sent() -> None:
     for audit_id in "abc":
         batcher.offer(encoded(audit_id))
     await asyncio.wait_for(started.wait(), 10)
-    async with asyncio.timeout(10):
-        # Until "b" is taken, to wait for the throttle (nothing signals it: a test's poll).
-        while batcher.buffered > 1:  # noqa: ASYNC110
-            await asyncio.sleep(0)
+    # Until "b" is taken, to wait for the throttle (nothing signals it: a test's poll).
+    await async_wait_until(lambda: batcher.buffered <= 1, interval=0, message='"b" taken')
     before = errors("buffered")
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(batcher.stop(), 0.05)

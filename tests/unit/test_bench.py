@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from bench.report import (
 )
 from bench.stats import percentile
 from bench.watchers import Watch, summary
+from tests.support.waiting import wait_until
 from tests.unit.test_code_shape import long_functions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,10 +210,7 @@ def test_rows_survive_json_and_small_rates_keep_a_decimal() -> None:
 def test_memory_and_cpu_count_a_server_with_its_workers() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        deadline = time.monotonic() + 10
-        while child.pid not in processes.tree(os.getpid()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert child.pid in processes.tree(os.getpid())
+        wait_until(lambda: child.pid in processes.tree(os.getpid()), message="the child in the tree")
         alone = processes.rss_bytes(child.pid)
         assert alone > 0 and processes.rss_bytes(os.getpid()) > alone
     finally:

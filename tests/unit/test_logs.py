@@ -25,7 +25,7 @@ def test_a_line_is_one_json_object() -> None:
 def test_the_request_being_handled_is_named_in_its_task_only() -> None:
     async def handle(audit_id: str) -> str:
         logs.request_id.set(audit_id)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the other task runs meanwhile (a yield)
         return logs.JSONFormatter().format(record("handling"))
 
     async def main() -> list[str]:

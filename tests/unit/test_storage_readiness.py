@@ -21,6 +21,7 @@ from apiserver.http.system import STORAGE_READINESS_HOOK, SystemEndpoints, await
 from apiserver.storage.cacher import CachedStorage
 from apiserver.storage.interface import Storage, WatchEvent
 from apiserver.storage.sqlite.backend import SQLiteStorage
+from tests.support.waiting import async_wait_until
 
 ROOT = "/registry/events.core.io/events/"
 HOOK = f"poststarthook/{STORAGE_READINESS_HOOK}"
@@ -84,11 +85,10 @@ async def body(client: Client, path: str) -> tuple[int, str]:
 
 
 async def eventually_ready(client: Client) -> None:
-    for _ in range(1000):
-        if (await client.get("/readyz")).status == 200:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"/readyz not ok within 10s: {await body(client, '/readyz')}")
+    async def ready() -> bool:
+        return (await client.get("/readyz")).status == 200
+
+    await async_wait_until(ready, timeout=10, interval=0.01, message="/readyz ok")
 
 
 def verbose(mark: str, outcome: str, end: str) -> str:
@@ -116,7 +116,7 @@ async def test_the_cache_is_not_ready_until_its_storage_watch_answers(
     held: tuple[WatchHeldSQLite, CachedStorage],
 ) -> None:
     backend, cached = held
-    await asyncio.sleep(0.3)  # ample time to list three objects: only the watch holds it back
+    await asyncio.sleep(0.3)  # time to list three objects, ample: only the watch may hold it back
     assert not cached.ready
     # Reads are answered all the same, by the storage.
     assert [kv.key for kv in (await cached.list(ROOT)).items] == [f"{ROOT}default/e{n}" for n in range(3)]
@@ -131,7 +131,7 @@ async def test_readyz_fails_on_storage_readiness_until_the_watch_cache_is_filled
 ) -> None:
     backend, cached = held
     async with serving(cached) as client:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # as above: not ready however long it lists
         assert await body(client, "/readyz?verbose") == (
             500,
             verbose("-", "failed: reason withheld", "failed"),

@@ -23,7 +23,7 @@ async def test_stop_cancels_and_waits_until_each_task_has_ended() -> None:
     background = BackgroundTasks()
     background.start(loop("a"), name="a")
     background.start(loop("b"), name="b")
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # they start (a yield)
     assert background.started
     await background.stop()
     assert sorted(ended) == ["a", "b"]
@@ -35,7 +35,7 @@ async def test_a_failed_task_raises_when_finished() -> None:
         raise ValueError("broken")
 
     task = asyncio.create_task(fail())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # it fails (a yield)
     with pytest.raises(ValueError, match="broken"):
         await tasks.stop(task)
 

@@ -308,7 +308,7 @@ def writer(accepted: int, patience: float) -> tuple[WatchWriter, Request, Respon
 async def test_a_client_that_accepts_nothing_for_the_send_timeout_is_cut_off() -> None:
     sender, request, _ = writer(accepted=2, patience=0.2)
     assert await sender.send(b"1\n") and await sender.send(b"2\n")
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(0.15)  # most of the patience spent before the write that stalls
     loop = asyncio.get_running_loop()
     started = loop.time()
     async with asyncio.timeout(5):
@@ -323,7 +323,7 @@ async def test_clients_that_keep_reading_are_never_cut_off() -> None:
     sender, request, response = writer(accepted=1000, patience=0.05)
     for index in range(20):
         assert await sender.send(b"%d\n" % index)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a client that keeps reading, at its pace
     sender.close()
     assert not request.transport.aborted.is_set()
     assert len(response.written) == 20

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from apiserver.storage.interface import CompactedError, FutureRevisionError, Storage
 from tests.integration.storage.conftest import StoreFactory
+from tests.support.waiting import async_wait_until
 
 
 async def test_compaction_keeps_the_state_at_and_after_the_compaction_point(isolated_store: Storage) -> None:
@@ -49,11 +48,11 @@ async def test_periodic_compaction(make_store: StoreFactory) -> None:
     store = await make_store(isolated=True, compaction_interval=0.2)
     first = await store.create("/c/a", b"1")
     second = await store.create("/c/b", b"1")
-    for _ in range(50):
-        await asyncio.sleep(0.1)
-        if await store.compacted_revision() >= second.mod_revision:
-            break
-    assert await store.compacted_revision() >= second.mod_revision
+
+    async def compacted() -> bool:
+        return await store.compacted_revision() >= second.mod_revision
+
+    await async_wait_until(compacted, timeout=5, interval=0.1, message="a periodic compaction")
     with pytest.raises(CompactedError):
         await store.list("/c/", revision=first.mod_revision)
     assert [item.key for item in (await store.list("/c/")).items] == ["/c/a", "/c/b"]

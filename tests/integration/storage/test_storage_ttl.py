@@ -7,6 +7,7 @@ import contextlib
 
 from apiserver.storage.interface import EventType, Storage
 from tests.integration.storage.helpers import take
+from tests.support.waiting import async_wait_until
 
 
 async def test_expiring_key_is_deleted_with_a_watch_event(store: Storage) -> None:
@@ -34,8 +35,8 @@ async def test_keys_sharing_a_ttl_all_expire(store: Storage) -> None:
     for name in "abc":
         await store.create(f"/t/{name}", b"x", ttl=1)
     await store.create("/t/long", b"x", ttl=120)
-    for _ in range(100):
-        if [item.key for item in (await store.list("/t/")).items] == ["/t/long"]:
-            break
-        await asyncio.sleep(0.1)
-    assert [item.key for item in (await store.list("/t/")).items] == ["/t/long"]
+
+    async def expired() -> bool:
+        return [item.key for item in (await store.list("/t/")).items] == ["/t/long"]
+
+    await async_wait_until(expired, timeout=10, interval=0.1, message="the keys sharing a TTL to expire")

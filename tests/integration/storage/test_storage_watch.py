@@ -12,6 +12,7 @@ import pytest
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import CompactedError, EventType, Storage, WatchEvent
 from tests.integration.storage.helpers import next_event, summary, take
+from tests.support.waiting import async_wait_until
 
 
 async def test_watch_delivers_create_update_delete_with_previous_values(store: Storage) -> None:
@@ -89,7 +90,7 @@ async def test_watch_started_during_writes_has_no_gaps_or_duplicates(store: Stor
             revisions.append(updated.mod_revision)
             if i == 20:
                 halfway.set()
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the watch starts between writes (a yield)
 
     writer = asyncio.create_task(write())
     await halfway.wait()
@@ -154,7 +155,7 @@ async def _server_watchers(store: Storage) -> int | None:
 
 
 async def test_closing_a_watch_releases_it(store: Storage) -> None:
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # start-up's short-lived tasks end first (nothing signals it)
     tasks_before = len(asyncio.all_tasks())
     watchers_before = await _server_watchers(store)
     start = await store.current_revision()
@@ -168,10 +169,11 @@ async def test_closing_a_watch_releases_it(store: Storage) -> None:
     await events.aclose()
 
     assert store.active_watches == 0  # type: ignore[attr-defined]
-    for _ in range(100):  # the server notices the closed stream asynchronously
-        await asyncio.sleep(0.02)
-        if len(asyncio.all_tasks()) == tasks_before and await _server_watchers(store) == watchers_before:
-            break
+
+    async def released() -> bool:  # the server notices the closed stream asynchronously
+        return len(asyncio.all_tasks()) == tasks_before and await _server_watchers(store) == watchers_before
+
+    await async_wait_until(released, timeout=2, interval=0.02, message="the watch's tasks and watcher to go")
     assert len(asyncio.all_tasks()) == tasks_before
     assert await _server_watchers(store) == watchers_before
 
