@@ -9,8 +9,6 @@ client supports"."""
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +19,7 @@ from apiserver.openapi.gnostic import encode_document
 from apiserver.resources.event import EventSeries
 from apiserver.resources.rolebinding import RoleRef
 from tests.support.api import Api
+from tests.support.kubectl import Kubectl
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.tools
@@ -31,28 +30,13 @@ PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 PROTOBUF_ASKED = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"  # what client-go sends
 
 
-class Kubectl:
-    def __init__(self, binary: Path, kubeconfig: Path) -> None:
-        self.binary = binary
-        self.kubeconfig = kubeconfig
-
-    def run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-
 def words(text: str) -> str:
     """Text with its line wrapping and indentation undone (kubectl wraps descriptions at 80 columns)."""
     return " ".join(text.split())
 
 
 def explained(kubectl_cli: Kubectl, what: str) -> str:
-    result = kubectl_cli.run("explain", what)
+    result = kubectl_cli.run("explain", what, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -126,7 +110,7 @@ RB_MANIFEST = {
 def test_create_with_default_validation(kubectl_cli: Kubectl) -> None:
     # -v=6 logs every request: the v3 documents are consulted, the write asks for strict validation,
     # and the protobuf /openapi/v2 fallback is never needed.
-    result = kubectl_cli.run("create", "-f", "-", "-v=6", input=yaml.safe_dump(RB_MANIFEST))
+    result = kubectl_cli.run("create", "-f", "-", "-v=6", input=yaml.safe_dump(RB_MANIFEST), check=False)
     assert result.returncode == 0, result.stderr
     assert "rolebinding.rbac.authorization.core.io/validated created" in result.stdout
     assert "/openapi/v3/apis/rbac.authorization.core.io/v1?hash=" in result.stderr
@@ -141,11 +125,11 @@ def test_create_with_an_unknown_field_fails_strict_validation(kubectl_cli: Kubec
         "roleRef": {**RB_MANIFEST["roleRef"], "color": "blue"},  # type: ignore[dict-item]
         "spec": {"replicas": 1},
     }
-    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest))
+    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest), check=False)
     assert result.returncode != 0
     assert "Error from server (BadRequest)" in result.stderr
     assert 'strict decoding error: unknown field "roleRef.color", unknown field "spec"' in result.stderr
-    missing = kubectl_cli.run("get", RB, "unknown-field", "-n", "openapi")
+    missing = kubectl_cli.run("get", RB, "unknown-field", "-n", "openapi", check=False)
     assert missing.returncode != 0
     assert "NotFound" in missing.stderr or "not found" in missing.stderr
 
@@ -163,11 +147,11 @@ def test_events_create_validates_on_the_server_too(kubectl_cli: Kubectl) -> None
         "reportingInstance": "controller-1",
         "regarding": {"kind": "Pod", "namespace": "openapi", "name": "web-0", "colour": "x"},
     }
-    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest))
+    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest), check=False)
     assert result.returncode != 0
     assert 'strict decoding error: unknown field "regarding.colour"' in result.stderr
     del manifest["regarding"]["colour"]  # type: ignore[attr-defined]
-    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest))
+    result = kubectl_cli.run("create", "-f", "-", input=yaml.safe_dump(manifest), check=False)
     assert result.returncode == 0, result.stderr
 
 
@@ -226,7 +210,7 @@ CONTENT_TYPE_ERROR = "the server was unable to respond with a content type that 
 def test_apply_of_an_unserved_kind_names_the_kind(kubectl_cli: Kubectl) -> None:
     # kubectl validates the manifest against /openapi/v2 (protobuf) before it maps the kind; with a
     # 406 there it printed the content-type error instead of this one (kube-apiserver's wording too).
-    result = kubectl_cli.run("apply", "-f", "-", "-v=6", input=yaml.safe_dump(UNSERVED))
+    result = kubectl_cli.run("apply", "-f", "-", "-v=6", input=yaml.safe_dump(UNSERVED), check=False)
     assert result.returncode != 0
     assert CONTENT_TYPE_ERROR not in result.stderr
     assert (
@@ -237,13 +221,13 @@ def test_apply_of_an_unserved_kind_names_the_kind(kubectl_cli: Kubectl) -> None:
 
 
 def test_explain_from_the_v2_document(kubectl_cli: Kubectl) -> None:
-    result = kubectl_cli.run("explain", f"{RB}.roleRef", "--output", "plaintext-openapiv2")
+    result = kubectl_cli.run("explain", f"{RB}.roleRef", "--output", "plaintext-openapiv2", check=False)
     assert result.returncode == 0, result.stderr
     assert "KIND:     RoleBinding" in result.stdout
     assert "VERSION:  rbac.authorization.core.io/v1" in result.stdout
     assert "RESOURCE: roleRef <Object>" in result.stdout
     assert_fields_explained_v2(result.stdout, RoleRef)
-    event = kubectl_cli.run("explain", EV, "--output", "plaintext-openapiv2")
+    event = kubectl_cli.run("explain", EV, "--output", "plaintext-openapiv2", check=False)
     assert event.returncode == 0, event.stderr
     flat = words(event.stdout)
     assert "eventTime <string> -required-" in flat
