@@ -325,7 +325,7 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
             # More writes than the cache's window holds: the paused watchers resume from before it.
             await past_the_window(load, watchers[:2], session)
             faults.append({"compacted at": await asyncio.to_thread(compact, cluster)})
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # the load runs on a while past the compaction before they resume
             for watcher in watchers[:2]:
                 watcher.go.set()
             assert not running.done(), "the load ended before the last fault: make it longer"
