@@ -27,14 +27,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from apiserver_operator import retention
-from apiserver_operator.kube import KubeClient
-from apiserver_operator.spec import EventRetention
-
 from apiserver.cluster.connection import load_kubeconfig
 from apiserver.machinery.objectmeta import format_micro_time
 from apiserver.machinery.types import JSON
 from apiserver.resources import EventKind
+from apiserver_operator import retention
+from apiserver_operator.kube import KubeClient
+from apiserver_operator.spec import EventRetention
 from tests.support.retention_run import chart_memory_limit_mib, peak_rss_mib
 from tests.support.seed import seed
 from tests.support.server import start_server

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from apiserver_operator.kube import KubeClient, resource_path
-from apiserver_operator.leader import LeaderElection, LeadershipLost
 
 from apiserver.cluster.connection import load_kubeconfig
+from apiserver_operator.kube import KubeClient, resource_path
+from apiserver_operator.leader import LeaderElection, LeadershipLost
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 
 pytestmark = pytest.mark.e2e

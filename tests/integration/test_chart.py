@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from apiserver_operator import children, reconcile
-from apiserver_operator.children import Installation
-from apiserver_operator.spec import InstallationSpec
 
 from apiserver.admission.objects import PLURALS as ADMISSION_PLURALS
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
+from apiserver_operator import children, reconcile
+from apiserver_operator.children import Installation
+from apiserver_operator.spec import InstallationSpec
 from tests.support import manifests
 from tests.support.chart import (
     CHART,

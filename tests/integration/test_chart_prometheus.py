@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from apiserver_operator import certificates, children
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
-
 from tests.support.chart import (
     CHART,
     NAMESPACE,

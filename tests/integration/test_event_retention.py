@@ -20,6 +20,10 @@ from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import pytest
+
+from apiserver.cluster.connection import ClusterConnection, load_kubeconfig
+from apiserver.machinery.objectmeta import format_micro_time
+from apiserver.machinery.types import JSON
 from apiserver_operator import metrics
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.retention import (
@@ -32,10 +36,6 @@ from apiserver_operator.retention import (
     select_victims,
 )
 from apiserver_operator.spec import EventRetention
-
-from apiserver.cluster.connection import ClusterConnection, load_kubeconfig
-from apiserver.machinery.objectmeta import format_micro_time
-from apiserver.machinery.types import JSON
 from tests.support.server import ServerProcess, free_port, start_server
 from tests.support.waiting import async_wait_until
 

@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from apiserver_operator import retention
 from kubernetes import config, dynamic
 from kubernetes.client import ApiClient
 
@@ -39,6 +38,7 @@ from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.objectmeta import format_micro_time, parse_time
 from apiserver.machinery.types import JSON
 from apiserver.resources import EventKind
+from apiserver_operator import retention
 from tests.support.retention_run import (
     RunFigures,
     chart_memory_limit_mib,

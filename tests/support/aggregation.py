@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from apiserver import pki
 from apiserver_operator import children
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
-
-from apiserver import pki
 from tests.support.controlplane import FRONT_PROXY_CLIENT, ControlPlane
 from tests.support.server import ServerProcess, free_port
 from tests.support.waiting import wait_until

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from apiserver_operator import children, retention
-from apiserver_operator.kube import KubeClient
-from apiserver_operator.spec import EventRetention, InstallationSpec, parse_spec
 
 from apiserver.cluster.connection import load_kubeconfig
 from apiserver.machinery.types import JSON
+from apiserver_operator import children, retention
+from apiserver_operator.kube import KubeClient
+from apiserver_operator.spec import EventRetention, InstallationSpec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "coreio"

@@ -5,9 +5,9 @@ its restart produces, is retried rather than crashing the operator."""
 from __future__ import annotations
 
 import aiohttp
-from apiserver_operator.leader import LeaderElection
 
 from apiserver.machinery.types import JSON
+from apiserver_operator.leader import LeaderElection
 
 
 class FakeDisconnectingClient:

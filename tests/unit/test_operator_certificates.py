@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_operator import certificates as certs
-from apiserver_operator.certificates import CertificatePlan, plan_certificates
-from apiserver_operator.spec import Certificates
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from apiserver import pki
+from apiserver_operator import certificates as certs
+from apiserver_operator.certificates import CertificatePlan, plan_certificates
+from apiserver_operator.spec import Certificates
 
 SPEC = Certificates(ca_lifetime="1h", serving_lifetime="10m", ca_grace_period="1m")
 HOSTS = ["coreio.coreio-system.svc", "coreio.coreio-system", "10.96.0.10"]

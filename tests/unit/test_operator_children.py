@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-from apiserver_operator import children, reconcile
-from apiserver_operator.children import Installation
-from apiserver_operator.kube import KubeClient
-from apiserver_operator.spec import InstallationSpec, parse_spec
 
 from apiserver import pki
 from apiserver.cluster.connection import in_cluster_connection
 from apiserver.machinery.types import JSON
 from apiserver.resources.rolebinding import ACCESS_REVIEWER
+from apiserver_operator import children, reconcile
+from apiserver_operator.children import Installation
+from apiserver_operator.kube import KubeClient
+from apiserver_operator.spec import InstallationSpec, parse_spec
 from tests.support.manifests import validate_manifests
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from apiserver_operator.main import parse_args
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,11 @@ import base64
 import datetime
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.x509.oid import NameOID
+
+from apiserver import pki
 from apiserver_operator import given
 from apiserver_operator.certificates import (
     CertificatePlan,
@@ -15,11 +20,6 @@ from apiserver_operator.certificates import (
     keep_served,
     trusted_everywhere,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.x509.oid import NameOID
-
-from apiserver import pki
 
 HOST = "coreio.coreio-system.svc"
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apiserver_operator.handlers import login_in_cluster
-
 from apiserver import pki
+from apiserver_operator.handlers import login_in_cluster
 
 
 def _service_account(directory: Path) -> Path:

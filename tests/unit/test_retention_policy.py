@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from apiserver.machinery.objectmeta import format_micro_time, format_time
 from apiserver_operator.retention import RetentionReport, Victim, last_observed, select_victims
 from apiserver_operator.spec import EventRetention
-
-from apiserver.machinery.objectmeta import format_micro_time, format_time
 
 NOW = datetime(2030, 5, 17, 12, 0, 0, tzinfo=UTC)
 

@@ -10,11 +10,10 @@ import tracemalloc
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 
-from apiserver_operator.retention import collect_events, select_victims
-from apiserver_operator.spec import EventRetention
-
 from apiserver.machinery.objectmeta import format_micro_time
 from apiserver.machinery.types import JSON
+from apiserver_operator.retention import collect_events, select_victims
+from apiserver_operator.spec import EventRetention
 
 NOW = datetime(2030, 5, 17, 12, 0, 0, tzinfo=UTC)
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 
+from apiserver.machinery.types import JSON
 from apiserver_operator.leader import LeaderElection
 from apiserver_operator.uninstall import _wait_for_operator
-
-from apiserver.machinery.types import JSON
 
 INSTALLATION = "/apis/operator.core.io/v1alpha1/namespaces/ns/installations/coreio"
 
