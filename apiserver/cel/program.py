@@ -65,13 +65,17 @@ class Program:
     bound of its cost over the actual input shows it within the limit and within the engine's own
     iteration budget; otherwise the cost-tracking evaluator runs it, and decides exactly."""
 
-    __slots__ = ("_checked", "_compiled", "_maps_lists", "source")
+    __slots__ = ("_checked", "_compiled", "_maps_lists", "source", "variables_read")
 
     def __init__(self, source: str, compiled: Any) -> None:
         self.source = source
         self._compiled = compiled
         self._maps_lists = maps_lists(source)
         self._checked: Checked = checked_tree(compiled)
+        # The fields of `variables` the expression names, in the order first named.
+        self.variables_read: tuple[str, ...] = tuple(
+            dict.fromkeys(node.field for node in walk(self._checked.expr) if _reads_variable(node))
+        )
 
     def evaluate(self, activation: Mapping[str, Any] | Bindings) -> Any:
         """The expression's value over `activation` (JSON-like values by variable name; None for an
@@ -96,12 +100,6 @@ class Program:
     def _priced(self, data: Mapping[str, Any], limit: int, bound: int) -> int:
         exact = self._exact(data, limit)
         return bound if exact is None else exact.cost
-
-    @property
-    def variables_read(self) -> tuple[str, ...]:
-        """The fields of `variables` the expression names, in the order first named."""
-        names = [node.field for node in walk(self._checked.expr) if _reads_variable(node)]
-        return tuple(dict.fromkeys(names))
 
     def _copies_long_lists(self, data: Mapping[str, Any]) -> bool:
         """The engine's map and filter copy the list they build at every step (n*n/2 copies)."""

@@ -65,6 +65,7 @@ class Evaluation:
         self.failed_variables: dict[str, str] = {}
         self._variable_costs: dict[str, Costed] = {}
         self._charged: set[str] = set()
+        self._definitions = dict(policy.variables)
         variables: dict[str, Any] = {}
         # Each variable sees those before it; the rest of the policy sees them all.
         for name, expression in policy.variables:
@@ -94,12 +95,11 @@ class Evaluation:
 
     def _charge_variables(self, expression: Expression, budget: Budget) -> None:
         """What the variables `expression` names cost, the first time one is named."""
-        definitions = dict(self.policy.variables)
         for name in expression.variables_read:
-            if name in self._charged or name not in definitions:
+            if name in self._charged or name not in self._definitions:
                 continue
             self._charged.add(name)
-            self._charge_variables(definitions[name], budget)
+            self._charge_variables(self._definitions[name], budget)
             if name in self._variable_costs:
                 budget.charge(self._variable_costs[name])
 
