@@ -11,7 +11,7 @@ from apiserver.cel.checked import Checked, Ident, Node, Select, checked_tree, wa
 from apiserver.cel.cost import Unsupported, evaluate_with_cost
 from apiserver.cel.cost.bound import cost_bound
 from apiserver.cel.cost.sizes import SizeSummary
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import compile_checked, environment
 from apiserver.cel.errors import CompileError, EvaluationError, compile_message, evaluation_message
 from apiserver.cel.values import plain
 
@@ -65,13 +65,15 @@ class Program:
     bound of its cost over the actual input shows it within the limit and within the engine's own
     iteration budget; otherwise the cost-tracking evaluator runs it, and decides exactly."""
 
-    __slots__ = ("_checked", "_compiled", "_maps_lists", "source", "variables_read")
+    __slots__ = ("_checked", "_compiled", "_maps_lists", "_output_type", "source", "variables_read")
 
-    def __init__(self, source: str, compiled: Any) -> None:
+    def __init__(self, source: str, checked: Any, runnable: Any) -> None:
+        """`checked` is the expression as the checker left it, `runnable` what the engine runs."""
         self.source = source
-        self._compiled = compiled
+        self._compiled = runnable
+        self._output_type = go_type_name(checked.return_type().name())
         self._maps_lists = maps_lists(source)
-        self._checked: Checked = checked_tree(compiled)
+        self._checked: Checked = checked_tree(checked)
         # The fields of `variables` the expression names, in the order first named.
         self.variables_read: tuple[str, ...] = tuple(
             dict.fromkeys(node.field for node in walk(self._checked.expr) if _reads_variable(node))
@@ -138,7 +140,7 @@ class Program:
     def output_type(self) -> str:
         """The type the checker gives the expression, named as cel-go names it (`bool`, `dyn`,
         `list(int)`, `null_type`)."""
-        return go_type_name(self._compiled.return_type().name())
+        return self._output_type
 
     def __repr__(self) -> str:
         return f"Program({self.source!r})"
@@ -183,7 +185,7 @@ def _split_params(text: str) -> list[str]:
 def compile_expression(source: str, variables: Sequence[str]) -> Program:
     """`source` compiled and type-checked over `variables` (each of them dynamically typed)."""
     try:
-        compiled = environment(tuple(variables)).compile(source)
+        checked, runnable = compile_checked(source, tuple(variables))
     except RuntimeError as exc:
         raise CompileError(compile_message(str(exc))) from None
-    return Program(source, compiled)
+    return Program(source, checked, runnable)

@@ -26,6 +26,13 @@ DNS1123_SUBDOMAIN_ERR = (
 )
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+DNS1035_LABEL_ERR = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character"
+)
+DNS1035_LABEL_MAX_LENGTH = 63
+
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 QUALIFIED_NAME_ERR = (
     "must consist of alphanumeric characters, '-', '_' or '.', "
@@ -42,6 +49,7 @@ LABEL_VALUE_MAX_LENGTH = 63
 
 _DNS1123_LABEL = re.compile(DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_FMT)
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_FMT)
 _QUALIFIED_NAME = re.compile(QUALIFIED_NAME_FMT)
 _LABEL_VALUE = re.compile(LABEL_VALUE_FMT)
 
@@ -84,6 +92,15 @@ def is_dns1123_subdomain(value: str) -> list[str]:
         errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
     if not _DNS1123_SUBDOMAIN.fullmatch(value):
         errs.append(regex_error(DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    errs: list[str] = []
+    if byte_length(value) > DNS1035_LABEL_MAX_LENGTH:
+        errs.append(max_len_error(DNS1035_LABEL_MAX_LENGTH))
+    if not _DNS1035_LABEL.fullmatch(value):
+        errs.append(regex_error(DNS1035_LABEL_ERR, DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errs
 
 
@@ -151,6 +168,11 @@ def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
 def name_is_dns_label(name: str, prefix: bool) -> list[str]:
     """NameIsDNSLabel: namespace names."""
     return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns1035_label(name: str, prefix: bool) -> list[str]:
+    """NameIsDNS1035Label: Service names."""
+    return is_dns1035_label(_mask_trailing_dash(name) if prefix else name)
 
 
 def name_is_path_segment(name: str, prefix: bool) -> list[str]:

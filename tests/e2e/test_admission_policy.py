@@ -295,6 +295,37 @@ CASES = [
         steps=[create(rolebinding("annotated", subjects=38, annotations={"big": "a" * 250_000}))],
     ),
 ]
+# The rest of the environment: formats, sets, two-variable comprehensions, the lists' indexOf.
+NAME_FORMAT = "format.dns1123Label().validate(object.metadata.name)"
+CASES.append(
+    Case(
+        "libraries",
+        [
+            {
+                "expression": f"!{NAME_FORMAT}.hasValue()",
+                "messageExpression": f"'bad name: ' + {NAME_FORMAT}.orValue([]).join('; ')",
+            },
+            {"expression": "!sets.intersects(object.subjects.map(s, s.name), ['root'])", "message": "root"},
+            {"expression": "object.subjects.all(i, s, i == 0 || s.kind != 'Group')", "message": "groups"},
+            {"expression": "object.subjects.map(s, s.name).indexOf('user-1') != 1", "message": "second"},
+            {"expression": "object.subjects.transformMap(i, s, s.name).size() == size(object.subjects)"},
+        ],
+        steps=[
+            create(rolebinding("Bad.Name")),
+            create(rolebinding("fine", subjects=1)),
+            create(rolebinding("second", subjects=2)),
+            create(
+                {**rolebinding("rooted"), "subjects": [{"apiGroup": OURS, "kind": "User", "name": "root"}]}
+            ),
+            create(
+                {
+                    **rolebinding("grouped"),
+                    "subjects": [{"apiGroup": OURS, "kind": k, "name": k.lower()} for k in ("User", "Group")],
+                }
+            ),
+        ],
+    )
+)
 PROBE = {"expression": "object.metadata.name != 'probe'", "message": "probe"}
 
 

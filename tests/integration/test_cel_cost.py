@@ -13,7 +13,7 @@ import pytest
 
 from apiserver.cel.checked import checked_tree
 from apiserver.cel.cost import Unsupported, evaluate_with_cost
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import checker
 from apiserver.cel.errors import COST_LIMIT_EXCEEDED, EvaluationError
 from tests.support import gobuild
 from tests.support.celcost_build import Oracle, ensure_oracle
@@ -47,7 +47,7 @@ def oracle() -> Iterator[Oracle]:
 def mine(source: str, variables: dict[str, Any], limit: int = LIMIT) -> dict[str, Any]:
     """This evaluator's answer, shaped as the oracle's (`compile` where cel-expr-python refuses)."""
     try:
-        checked = checked_tree(environment(tuple(sorted(variables))).compile(source))
+        checked = checked_tree(checker(tuple(sorted(variables))).compile(source))
     except RuntimeError as exc:
         return {"compile": str(exc)}
     try:

@@ -19,7 +19,7 @@ import pytest
 from apiserver.cel.checked import Checked, checked_tree
 from apiserver.cel.cost.bound import cost_bound
 from apiserver.cel.cost.sizes import SizeSummary
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import checker
 from tests.support.celcost_build import Oracle, ensure_oracle
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
@@ -198,6 +198,19 @@ OTHERS: list[tuple[str, Counter | None]] = [
     ("object.?metadata.optMap(m, m.name).orValue('')", None),
     ("object.?metadata.optFlatMap(m, m.?name).orValue('')", None),
     ("[?object.?missing, ?object.?s].size()", None),
+    ("sets.contains(object.subjects.map(s, s.kind), ['User', 'Group'])", _n),
+    ("sets.intersects(object.subjects, object.subjects)", None),
+    ("sets.equivalent(object.l, [2, 4, 5])", None),
+    ("object.subjects.all(i, s, i < 30000 && s.name != '')", _n),
+    ("object.metadata.labels.exists(k, v, v.size() > 30)", _labels),
+    ("object.subjects.transformList(i, s, s.name).all(n, n.size() > 2)", lambda v: 2 * _n(v)),
+    ("object.subjects.transformMap(i, s, s.kind).all(k, k >= 0)", lambda v: 2 * _n(v)),
+    ("object.metadata.labels.transformMapEntry(k, v, {v + k: k}).size()", _labels),
+    ("object.subjects.map(s, s.name).indexOf('system:subject-3-sss')", _n),
+    ("object.l.lastIndexOf(5)", None),
+    ("format.dns1123Label().validate(object.metadata.name).hasValue()", None),
+    ("format.uri().validate(object.s).orValue([]).all(m, m.size() > 0)", lambda v: 1),
+    ("format.named('qualifiedName').value().validate(object.metadata.name).orValue([]).size()", None),
     ("{?'a': object.?missing, 'b': object.s}.size()", None),
     ("{'a': object.s, 'b': object.metadata.name}.a.size()", None),
     ("{'k': object.subjects}.k.all(s, s.kind != '')", _n),
@@ -288,7 +301,7 @@ def _unit_expressions() -> Iterator[str]:
 
 def _compile(source: str) -> Checked | None:
     try:
-        return checked_tree(environment(VARIABLES).compile(source))
+        return checked_tree(checker(VARIABLES).compile(source))
     except RuntimeError:
         return None
 

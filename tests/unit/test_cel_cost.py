@@ -16,7 +16,7 @@ from apiserver.cel import compile_expression
 from apiserver.cel.checked import checked_tree
 from apiserver.cel.cost import Unsupported, evaluate_with_cost
 from apiserver.cel.cost.tracker import call_cost, traversal
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import checker
 from apiserver.cel.errors import COST_LIMIT_EXCEEDED, EvaluationError
 
 OBJECT: dict[str, Any] = {
@@ -32,7 +32,7 @@ OBJECT: dict[str, Any] = {
 
 
 def run(source: str, obj: Any = None, limit: int = 1_000_000) -> tuple[Any, int]:
-    checked = checked_tree(environment(("object",)).compile(source))
+    checked = checked_tree(checker(("object",)).compile(source))
     return evaluate_with_cost(checked, {"object": OBJECT if obj is None else obj}, limit)
 
 

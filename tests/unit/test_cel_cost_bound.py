@@ -15,7 +15,7 @@ from apiserver.cel.checked import Call, Checked, checked_tree
 from apiserver.cel.cost.bound import Bound, cost_bound
 from apiserver.cel.cost.charges import walk_cost
 from apiserver.cel.cost.sizes import UNBOUNDED, Observed, SizeSummary, traversal
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import checker
 
 OBJECT = {
     "subjects": [{"kind": "User", "name": "x" * 20}] * 3,
@@ -28,7 +28,7 @@ OBJECT = {
 
 def bound(source: str, variables: dict[str, Any] | None = None) -> Bound:
     variables = {"object": OBJECT} if variables is None else variables
-    checked = checked_tree(environment(tuple(sorted(variables))).compile(source))
+    checked = checked_tree(checker(tuple(sorted(variables))).compile(source))
     return cost_bound(checked, variables)
 
 
@@ -92,7 +92,7 @@ def test_iterations_past_the_engines_budget_show() -> None:
 
 def test_what_cannot_be_sized_is_unbounded() -> None:
     # Iterating a variable the activation lacks, or a string of unknown length.
-    absent = checked_tree(environment(("object",)).compile("object.l.all(x, x > 0)"))
+    absent = checked_tree(checker(("object",)).compile("object.l.all(x, x > 0)"))
     assert not cost_bound(absent, {}).bounded
     assert not bound("'%s'.format([object.s]).startsWith('a')").bounded
 
@@ -118,6 +118,6 @@ def test_a_summary_measures_each_path_once_for_every_expression() -> None:
     summary = SizeSummary.of({"object": {"l": [{"n": "a"}, {"n": "bb"}]}})
     first = summary.variable("object").field("l").items().field("n")
     for source in ("object.l.all(x, x.n != '')", "object.l.exists(x, x.n.startsWith('b'))"):
-        cost_bound(checked_tree(environment(("object",)).compile(source)), summary)
+        cost_bound(checked_tree(checker(("object",)).compile(source)), summary)
     assert summary.variable("object").field("l").items().field("n") is first
     assert first.size() == 2

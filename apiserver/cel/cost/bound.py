@@ -233,6 +233,11 @@ class _Walk:
     def _accumulator(self, node: Comprehension, init: Shape, count: int, names: dict[str, Shape]) -> Shape:
         """What the accumulator may hold: a scalar for all, exists and exists_one; for map and filter
         a list growing by the appended elements each iteration; else anything."""
+        inserted = _inserted(node.loop_step, node.accu_var)
+        if inserted:
+            scope = {**names, node.accu_var: TOP}
+            added = [self.scoped(scope, arg)[2] for arg in inserted]
+            return _grown_map(init, count, added)
         appended = _appended(node.loop_step, node.accu_var)
         if appended is not None:
             scope = {**names, node.accu_var: TOP}
@@ -270,6 +275,30 @@ def _appended(step: Node, accumulator: str) -> CreateList | None:
     if isinstance(target, Ident) and target.name == accumulator and isinstance(added, CreateList):
         return added
     return None
+
+
+def _inserted(step: Node, accumulator: str) -> tuple[Node, ...]:
+    """The key and value (or the map) `step` inserts into the accumulator, when it is
+    `cel.@mapInsert(accu, ...)` or `c ? cel.@mapInsert(accu, ...) : accu` (transformMap,
+    transformMapEntry)."""
+    if isinstance(step, Call) and step.function == "_?_:_" and len(step.args) == 3:
+        step = step.args[1]
+    if not (isinstance(step, Call) and step.function == "cel.@mapInsert" and len(step.args) in (2, 3)):
+        return ()
+    target = step.args[0]
+    return step.args[1:] if isinstance(target, Ident) and target.name == accumulator else ()
+
+
+def _grown_map(init: Shape, count: int, added: list[Shape]) -> Shape:
+    """A map grown by one entry an iteration, or by the entries of a map."""
+    if len(added) == 2:
+        key, value = added
+        return Sized(init.size() + count, union(init.items(), key), union(init.values(), value))
+    (entries,) = added
+    if count and entries.size() >= UNBOUNDED:
+        return TOP
+    grown = init.size() + count * entries.size()
+    return Sized(grown, union(init.items(), entries.items()), union(init.values(), entries.values()))
 
 
 def _sum(estimates: Iterable[Estimate], own: int) -> int:

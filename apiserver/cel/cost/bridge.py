@@ -27,7 +27,7 @@ from apiserver.cel.cost.values import (
     UInt,
     Unsupported,
 )
-from apiserver.cel.environment import environment
+from apiserver.cel.environment import compile_checked
 from apiserver.cel.errors import evaluation_message
 
 _WRAPPERS = {UInt: "uint", Timestamp: "timestamp", Duration: "duration"}
@@ -44,7 +44,7 @@ def _compiled(function: str, member: bool, wrappers: tuple[str, ...], result: st
     )
     source = f"string({call})" if result else call
     try:
-        return environment(_VARIABLES).compile(source)
+        return compile_checked(source, _VARIABLES)[1]
     except RuntimeError as exc:
         raise Unsupported(f"cannot bridge {source}: {exc}") from None
 

@@ -48,12 +48,17 @@ _UNSUPPORTED = frozenset(
 
 def implementation(function: str, member: bool, arity: int, result: TypeRef) -> Impl:
     """The function's Python implementation for `arity` operands, or a bridge to cel-expr-python."""
-    tables: dict[int, dict[str, Any]] = {0: functions.NULLARY, 1: functions.UNARY, 2: functions.BINARY}
+    tables: dict[int, dict[str, Any]] = {
+        0: functions.NULLARY,
+        1: functions.UNARY,
+        2: functions.BINARY,
+        3: functions.TERNARY,
+    }
     table = tables.get(arity, {})
     if function in table:
         impl: Impl = table[function]
         return impl
-    if function in _UNSUPPORTED or function.startswith("sets."):
+    if function in _UNSUPPORTED:
         raise Unsupported(f"the function {function}")
     result_type = _RESULT_TYPES.get(result.kind, "")
     return lambda *args: bridge.call(function, member, args, result_type)

@@ -23,6 +23,7 @@ from apiserver.cel.cost.sizes import (
     Sized,
     union,
 )
+from apiserver.cel.library.formats import FORMATS, LONGEST_REGEX
 
 Charge = tuple[int, Shape]
 Rule = Callable[[Sequence[Shape], tuple[str, ...]], Charge]
@@ -35,6 +36,9 @@ LONGEST_SCALAR_STRING = 64
 ADDRESS_BYTES = 16
 # Kubernetes' fixed charge of an authorization check.
 AUTHORIZATION_CHECK = 350_000
+# The most messages a format's validate returns, and the most characters of one beside the text.
+_FORMAT_MESSAGES = 5
+_FORMAT_WORDS = 400
 # Kubernetes' charges of parsing a label or field selector.
 _SELECTOR_BASE = 10
 _REQUIREMENT_COST = 10.0 + 40.0
@@ -209,6 +213,30 @@ def _selector(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
     return _SELECTOR_BASE + walk_cost(length) + walk_cost(requirements, _REQUIREMENT_COST), SCALAR
 
 
+def _sets(factor: float) -> Rule:
+    """sets.contains, intersects, equivalent: 1, and every pair of elements compared (twice for
+    equivalent)."""
+
+    def rule(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
+        left, right = shapes[0].size(), shapes[1].size()
+        if left >= UNBOUNDED or right >= UNBOUNDED:
+            return UNBOUNDED, SCALAR
+        return 1 + int(float(left * right) * factor), SCALAR
+
+    return rule
+
+
+def _validate(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
+    """A format's validate, as matches against the longest regex any format's cost assumes; what it
+    returns is a few messages, each at most a quoted copy of the text (Go's %q writes a byte as
+    four characters at most, a code point as ten) and some words."""
+    text = shapes[1].size()
+    if text >= UNBOUNDED:
+        return UNBOUNDED, TOP
+    cost = walk_cost(1 + text) * walk_cost(LONGEST_REGEX, REGEX_FACTOR)
+    return cost, Sized(_FORMAT_MESSAGES, Sized(16 * shapes[1].text() + _FORMAT_WORDS))
+
+
 def _check(shapes: Sequence[Shape], overloads: tuple[str, ...]) -> Charge:
     return AUTHORIZATION_CHECK, SCALAR
 
@@ -222,9 +250,10 @@ def _opaque_results() -> dict[str, Rule]:
         "getSeconds getMilliseconds hasValue optional.none charAt isURL family isUnspecified isLoopback "
         "isLinkLocalMulticast isLinkLocalUnicast isGlobalUnicast prefixLength sign asInteger isInteger "
         "asApproximateFloat isGreaterThan isLessThan compareTo major minor patch allowed errored "
-        "cel.@mapInsert"
+        "format.named"
     )
     rules: dict[str, Rule] = dict.fromkeys(scalar.split(), _unit(SCALAR))
+    rules.update(dict.fromkeys((f"format.{name}" for name in FORMATS), _unit(SCALAR)))
     for name in ("add", "sub"):
         rules[name] = _keeps_text
     return rules
@@ -300,9 +329,15 @@ RULES: dict[str, Rule] = {
     "getEscapedPath": _part,
     "getQuery": _query,
     "check": _check,
+    "sets.contains": _sets(1.0),
+    "sets.intersects": _sets(1.0),
+    "sets.equivalent": _sets(2.0),
+    "validate": _validate,
     "fieldSelector": _selector,
     "labelSelector": _selector,
     "reason": _unknown_result,
+    # A map: the comprehension's accumulator bounds it (bound.py), not the call.
+    "cel.@mapInsert": _unknown_result,
     "error": _unknown_result,
     # The authorizer's builders: objects of size 1.
     **dict.fromkeys(

@@ -115,9 +115,7 @@ def _optional_entry(key: Any, value: Any) -> Any:
 def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
     from apiserver.cel.cost.plan import Planned
 
-    if node.iter_var2:
-        raise Unsupported("a two-variable comprehension")
-    predicate = quantifier(node)
+    predicate = None if node.iter_var2 else quantifier(node)
     if predicate is not None:
         return _plan_quantifier(planner, node, planner.plan(predicate))
     parts = [
@@ -127,6 +125,8 @@ def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
 
     def build() -> Step:
         steps = [part.compile() for part in parts]
+        if node.iter_var2:
+            return _fold_pairs((node.iter_var, node.iter_var2), node.accu_var, steps, result.compile())
         return _fold(node.iter_var, node.accu_var, steps, result.compile())
 
     return Planned(build=build)
@@ -174,6 +174,43 @@ def _fold(iter_var: str, accu_var: str, steps: list[Step], result: Step) -> Step
             local[iter_var] = act[iter_var]
         else:
             local.pop(iter_var, None)
+        value = result(local, m)
+        return list(value) if type(value) is AccumulatedList else value
+
+    return fold
+
+
+def _pairs(collection: Any) -> Any:
+    """What a two-variable comprehension iterates: a list's indexes and elements, a map's keys and
+    values."""
+    if type(collection) is dict:
+        return list(collection.items())
+    if isinstance(collection, list):
+        return list(enumerate(collection))
+    return _items(collection)
+
+
+def _fold_pairs(names: tuple[str, str], accu_var: str, steps: list[Step], result: Step) -> Step:
+    iter_range, accu_init, condition, loop_step = steps
+
+    def fold(act: dict[str, Any], m: Meter) -> Any:
+        pairs = _pairs(iter_range(act, m))
+        if type(pairs) is Err:
+            return pairs
+        local = dict(act)
+        accu = accu_init(act, m)
+        local[accu_var] = AccumulatedList() if type(accu) is list and not accu else accu
+        for first, second in pairs:
+            local[names[0]], local[names[1]] = first, second
+            if condition(local, m) is False:
+                break
+            local[accu_var] = loop_step(local, m)
+            m.check()
+        for name in names:
+            if name in act:
+                local[name] = act[name]
+            else:
+                local.pop(name, None)
         value = result(local, m)
         return list(value) if type(value) is AccumulatedList else value
 

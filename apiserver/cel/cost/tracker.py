@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from apiserver.cel.cost.values import AccumulatedList, Optional, UInt
+from apiserver.cel.library import formats
 
 SELECT_AND_IDENT = 1
 LIST_CREATE = 10
@@ -89,6 +90,26 @@ def _contains_cidr(overload: str, args: Sequence[Any]) -> int:
 
 _Rule = Callable[[Sequence[Any], Any], int]
 
+# The sets extension's own trackers (cel-go ext/sets.go), which cel-go asks before Kubernetes'
+# estimator: 1, and each pair of elements compared once (twice for equivalent).
+_SETS = {"sets.contains": 1.0, "sets.intersects": 1.0, "sets.equivalent": 2.0}
+
+
+def _sets(function: str, args: Sequence[Any]) -> int | None:
+    factor = _SETS.get(function)
+    if factor is None or len(args) != 2:
+        return None
+    return 1 + int(float(size(args[0]) * size(args[1])) * factor)
+
+
+def _validate(args: Sequence[Any], _result: Any) -> int | None:
+    """A format's validate: the text's walk times the format's regex, as for matches."""
+    known = formats.format_of(args[0]) if len(args) == 2 else None
+    if known is None:
+        return None
+    text_cost = math.ceil((1.0 + _library_size(args[1])) * STRING_TRAVERSAL)
+    return text_cost * math.ceil(known.max_regex_size * REGEX_LENGTH)
+
 
 def _nominal(_args: Sequence[Any], _result: Any) -> int:
     return 1
@@ -132,12 +153,15 @@ LIBRARY_TYPES = frozenset(
         "kubernetes.authorization.GroupCheck",
         "kubernetes.authorization.ResourceCheck",
         "kubernetes.authorization.Decision",
+        "kubernetes.NamedFormat",
     ]
 )
 
 
 def _library_cost(function: str, overload: str, args: Sequence[Any], result: Any) -> int | None:
     """Kubernetes' CallCost, or None where it leaves the call to cel-go's rules."""
+    if function == "validate":
+        return _validate(args, result)
     if function == "ip" and args:
         return 1 if overload == "cidr_ip" else _ceil_tenths(_library_size(args[0]))
     if function == "containsIP" and len(args) >= 2:
@@ -219,5 +243,7 @@ def equality_cost(function: str, left: Any, right: Any, result: Any) -> int:
 def call_cost(function: str, overload: str, args: Sequence[Any], result: Any) -> int:
     """What upstream adds for one call of `function` (resolved to `overload`, or "" when the checker
     left several) over `args` (the receiver first), which returned `result`."""
-    cost = _library_cost(function, overload, args, result)
+    cost = _sets(function, args)
+    if cost is None:
+        cost = _library_cost(function, overload, args, result)
     return cost if cost is not None else _standard_cost(overload, args)

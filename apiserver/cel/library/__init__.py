@@ -6,7 +6,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from apiserver.cel.library import authz, cidr, ip, lists, ordering, quantity, regex, semver, urls
+from apiserver.cel.library import authz, cidr, formats, ip, lists, ordering, quantity, regex, semver, urls
 
 FUNCTIONS: tuple[Any, ...] = (
     *lists.FUNCTIONS,
@@ -18,5 +18,6 @@ FUNCTIONS: tuple[Any, ...] = (
     *authz.FUNCTIONS,
     *regex.FUNCTIONS,
     *urls.FUNCTIONS,
+    *formats.FUNCTIONS,
     cel.FunctionDecl("ip", [ip.STRING_TO_IP, cidr.IP_OF_CIDR]),
 )

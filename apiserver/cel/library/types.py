@@ -1,5 +1,5 @@
-"""The library's object types (Quantity, URL, Semver, IP, CIDR) as protobuf messages: the way
-cel-expr-python lets a Python function hand CEL an opaque value of a named type."""
+"""The library's object types (Quantity, URL, Semver, IP, CIDR, NamedFormat) as protobuf messages:
+the way cel-expr-python lets a Python function hand CEL an opaque value of a named type."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 # Upstream's type names, which CEL shows in `type(x)` and in the checker's reports.
 _MESSAGES = {
-    "kubernetes": ("Quantity", "URL", "Semver"),
+    "kubernetes": ("Quantity", "URL", "Semver", "NamedFormat"),
     "net": ("IP", "CIDR"),
     "kubernetes.authorization": ("Authorizer", "PathCheck", "GroupCheck", "ResourceCheck", "Decision"),
 }
@@ -46,11 +46,14 @@ Semver = _message_class("kubernetes.Semver")
 IP = _message_class("net.IP")
 CIDR = _message_class("net.CIDR")
 
+NamedFormat = _message_class("kubernetes.NamedFormat")
+
 QUANTITY = cel.Type("kubernetes.Quantity")
 URL_TYPE = cel.Type("kubernetes.URL")
 SEMVER_TYPE = cel.Type("kubernetes.Semver")
 IP_TYPE = cel.Type("net.IP")
 CIDR_TYPE = cel.Type("net.CIDR")
+NAMED_FORMAT_TYPE = cel.Type("kubernetes.NamedFormat")
 
 # The authorizer library's types: each holds its state (who asks, what is checked) as JSON.
 Authorizer = _message_class("kubernetes.authorization.Authorizer")

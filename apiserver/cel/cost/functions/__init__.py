@@ -6,20 +6,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apiserver.cel.cost.functions import arithmetic, optionals, relations, strings
+from apiserver.cel.cost.functions import arithmetic, collections, formats, optionals, relations, strings
 
-NULLARY: dict[str, Callable[[], Any]] = dict(optionals.NULLARY)
+NULLARY: dict[str, Callable[[], Any]] = {**optionals.NULLARY, **formats.NULLARY}
 UNARY: dict[str, Callable[[Any], Any]] = {
     **arithmetic.UNARY,
     **relations.UNARY,
     **optionals.UNARY,
     **strings.UNARY,
+    **formats.UNARY,
 }
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     **arithmetic.BINARY,
     **relations.BINARY,
     **optionals.BINARY,
     **strings.BINARY,
+    **collections.BINARY,
+    **formats.BINARY,
 }
+TERNARY: dict[str, Callable[[Any, Any, Any], Any]] = dict(collections.TERNARY)
 
-__all__ = ["BINARY", "NULLARY", "UNARY"]
+__all__ = ["BINARY", "NULLARY", "TERNARY", "UNARY"]
