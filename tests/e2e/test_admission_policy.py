@@ -295,6 +295,21 @@ CASES = [
         steps=[create(rolebinding("annotated", subjects=38, annotations={"big": "a" * 250_000}))],
     ),
 ]
+# An authorization check costs 350,000: two in a loop fit the per-call limit, the third does not.
+CHECKS = (
+    "object.subjects.all(s, "
+    "!authorizer.serviceAccount('default', s.name).group('').resource('pods').check('get').allowed())"
+)
+CASES.append(
+    Case(
+        "cost-authorizer-checks",
+        [{"expression": CHECKS, "message": "a subject may read pods"}],
+        steps=[
+            create(rolebinding("two-checks", subjects=2)),
+            create(rolebinding("three-checks", subjects=3)),
+        ],
+    )
+)
 # The rest of the environment: formats, sets, two-variable comprehensions, the lists' indexOf.
 NAME_FORMAT = "format.dns1123Label().validate(object.metadata.name)"
 CASES.append(

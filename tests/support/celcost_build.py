@@ -2,7 +2,8 @@
 
 The oracle is upstream itself: a small Go program over k8s.io/apiserver's CEL environment (the
 base environment of the pinned Kubernetes version, strict cost) and cel-go's runtime cost tracker.
-It reads one JSON request a line (`{"expression": ..., "variables": {...}}`) and answers one JSON
+It reads one JSON request a line (`{"expression": ..., "variables": {...}}`; a variable
+`authorizer` given as a user name is that user's authorizer, granting nothing) and answers one JSON
 line: `value` (as JSON, when it has one), `repr`, `cost` (the actual cost upstream counted),
 `error` or `compile`. Tests hold coreio's cost accounting to its answers.
 
@@ -13,6 +14,7 @@ prints the binary's path and how long getting it took. `CEL_COST_ORACLE_BIN` ove
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -33,6 +35,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -44,8 +47,18 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/library"
 )
+
+// noOpinion answers every check with NoOpinion, as an authorizer granting nothing does.
+type noOpinion struct{}
+
+func (noOpinion) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "", nil
+}
 
 type request struct {
 	Expression string         `json:"expression"`
@@ -63,7 +76,11 @@ type answer struct {
 func environmentFor(names []string) (*cel.Env, error) {
 	options := make([]cel.EnvOption, 0, len(names))
 	for _, name := range names {
-		options = append(options, cel.Variable(name, cel.DynType))
+		if name == "authorizer" {
+			options = append(options, cel.Variable(name, library.AuthorizerType))
+		} else {
+			options = append(options, cel.Variable(name, cel.DynType))
+		}
 	}
 	base := environment.MustBaseEnvSet(version.MajorMinor(1, 33), true)
 	extended, err := base.Extend(environment.VersionedOptions{
@@ -93,6 +110,10 @@ func evaluate(req request) answer {
 	program, err := env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency))
 	if err != nil {
 		return answer{Compile: err.Error()}
+	}
+	if username, ok := req.Variables["authorizer"].(string); ok {
+		// The authorizer of `username`, which grants nothing.
+		req.Variables["authorizer"] = library.NewAuthorizerVal(&user.DefaultInfo{Name: username}, noOpinion{})
 	}
 	out, details, err := program.Eval(req.Variables)
 	result := answer{}
@@ -176,7 +197,8 @@ def recipe() -> gobuild.Recipe:
     return gobuild.Recipe(
         binary="celcost",
         version=version,
-        directory=f"celcost-{version}",
+        # The program's own digest too: a changed oracle is built again, not found cached.
+        directory=f"celcost-{version}-{hashlib.sha256(_MAIN.encode()).hexdigest()[:12]}",
         build=lambda work, out: _build(version, work, out),
         override="CEL_COST_ORACLE_BIN",
     )

@@ -150,3 +150,25 @@ def test_tracker_rules() -> None:
     assert call_cost("check", "", [], None) == 350_000
     assert call_cost("ip", "cidr_ip", ["10.0.0.0/8"], None) == 1
     assert traversal({"k": ["ab", 1]}) == 1  # 'k' 0, 'ab' 0, 1 one
+
+
+def test_authorization_checks_cost_upstreams_350000_each_and_ask_the_authorizer() -> None:
+    """Two checks in a loop fit the per-call limit; the third cancels the evaluation, as upstream."""
+    from apiserver.cel.library import authz
+
+    asked: list[str] = []
+
+    def allow_none(user: dict[str, Any], attributes: dict[str, Any]) -> tuple[str, str, str]:
+        asked.append(user["username"])
+        return "NoOpinion", "", ""
+
+    source = (
+        "object.all(n, !authorizer.serviceAccount('ns', n).group('').resource('pods').check('get').allowed())"
+    )
+    checked = checked_tree(checker(("authorizer", "object")).compile(source))
+    variables: dict[str, Any] = {"authorizer": authz.authorizer_for({"username": "alice"})}
+    with authz.checking(allow_none):
+        assert evaluate_with_cost(checked, {**variables, "object": ["a", "b"]}, 1_000_000) == (True, 700_022)
+        with pytest.raises(EvaluationError, match=COST_LIMIT_EXCEEDED):
+            evaluate_with_cost(checked, {**variables, "object": ["a", "b", "c"]}, 1_000_000)
+    assert asked[:2] == ["system:serviceaccount:ns:a", "system:serviceaccount:ns:b"]

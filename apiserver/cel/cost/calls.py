@@ -23,27 +23,8 @@ if TYPE_CHECKING:
 Impl = Callable[..., Any]
 _PRIMITIVES = (bool, int, UInt, float, str)
 _RESULT_TYPES = {"google.protobuf.Timestamp": "timestamp", "google.protobuf.Duration": "duration"}
-# The authorizer's functions (its values live in a request's authorization context, which this
-# evaluator does not carry), and the strings extension's format (not in cel-expr-python's).
-_UNSUPPORTED = frozenset(
-    [
-        "check",
-        "serviceAccount",
-        "path",
-        "group",
-        "resource",
-        "subresource",
-        "namespace",
-        "name",
-        "allowed",
-        "reason",
-        "error",
-        "errored",
-        "fieldSelector",
-        "labelSelector",
-        "format",
-    ]
-)
+# The strings extension's format (not in cel-expr-python's).
+_UNSUPPORTED = frozenset(["format"])
 
 
 def implementation(function: str, member: bool, arity: int, result: TypeRef) -> Impl:

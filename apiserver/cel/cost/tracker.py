@@ -24,6 +24,9 @@ STRUCT_CREATE = 40
 STRING_TRAVERSAL = 0.1
 REGEX_LENGTH = 0.25
 AUTHZ_CHECK = 350_000
+_SELECTOR_BASE = 10
+_REQUIREMENTS_PER_CHARACTER = 0.5
+_REQUIREMENT_COST = 10.0 + 40.0
 
 
 def size(value: Any) -> int:
@@ -158,8 +161,18 @@ LIBRARY_TYPES = frozenset(
 )
 
 
+def _selector(args: Sequence[Any]) -> int:
+    """Parsing a field or label selector: its walk, and about one requirement every two
+    characters."""
+    length = _library_size(args[1])
+    requirements = _ceil_tenths(length, _REQUIREMENTS_PER_CHARACTER)
+    return _SELECTOR_BASE + _ceil_tenths(length) + _ceil_tenths(requirements, _REQUIREMENT_COST)
+
+
 def _library_cost(function: str, overload: str, args: Sequence[Any], result: Any) -> int | None:
     """Kubernetes' CallCost, or None where it leaves the call to cel-go's rules."""
+    if function in ("fieldSelector", "labelSelector") and len(args) >= 2:
+        return _selector(args)
     if function == "validate":
         return _validate(args, result)
     if function == "ip" and args:

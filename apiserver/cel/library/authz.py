@@ -89,7 +89,7 @@ def _check(value: Any, verb: str, attributes: JSON) -> Any:
     return Decision(value=json.dumps({"decision": decision, "reason": reason, "error": error}))
 
 
-def _check_either(value: Any, verb: str) -> Any:
+def check_either(value: Any, verb: str) -> Any:
     """check() of a PathCheck or a ResourceCheck: cel-expr-python takes one implementation for
     overloads whose arguments are of the same kinds (two messages), so it tells them apart."""
     state = _state(value)
@@ -99,57 +99,67 @@ def _check_either(value: Any, verb: str) -> Any:
     return _check(value, verb, {"resourceRequest": True, **{key: state.get(key, "") for key in keys}})
 
 
-def _member(name: str, overload: str, returns: Any, params: list[Any], impl: Any) -> Any:
-    return cel.FunctionDecl(name, [cel.Overload(overload, returns, params, is_member=True, impl=impl)])
-
-
-def _setter(name: str, field: str) -> Any:
+def _setter(field: str) -> Callable[[Any, str], Any]:
     def set_field(value: Any, text: str) -> Any:
         return _with(ResourceCheck, value, **{field: text})
 
-    return _member(
-        name,
-        f"resourcecheck_{field.lower()}",
-        RESOURCE_CHECK_TYPE,
-        [RESOURCE_CHECK_TYPE, T.STRING],
-        set_field,
-    )
+    return set_field
 
 
-FUNCTIONS = (
-    _member(
-        "path",
+def _decision(read: Callable[[JSON], Any]) -> Callable[[Any], Any]:
+    return lambda decision: read(_state(decision))
+
+
+# Every function: (overload id, result type, argument types: the receiver first, implementation).
+_Signature = tuple[str, Any, list[Any], Callable[..., Any]]
+SIGNATURES: dict[str, _Signature] = {
+    "path": (
         "authorizer_path",
         PATH_CHECK_TYPE,
         [AUTHORIZER_TYPE, T.STRING],
         lambda a, path: _with(PathCheck, a, path=path),
     ),
-    _member(
-        "group",
+    "group": (
         "authorizer_group",
         GROUP_CHECK_TYPE,
         [AUTHORIZER_TYPE, T.STRING],
         lambda a, group: _with(GroupCheck, a, group=group),
     ),
-    _member(
-        "serviceAccount",
+    "serviceAccount": (
         "authorizer_serviceaccount",
         AUTHORIZER_TYPE,
         [AUTHORIZER_TYPE, T.STRING, T.STRING],
         _service_account,
     ),
-    _member(
-        "resource",
+    "resource": (
         "groupcheck_resource",
         RESOURCE_CHECK_TYPE,
         [GROUP_CHECK_TYPE, T.STRING],
         lambda g, resource: _with(ResourceCheck, g, resource=resource),
     ),
-    _setter("subresource", "subresource"),
-    _setter("namespace", "namespace"),
-    _setter("name", "name"),
-    _setter("fieldSelector", "fieldSelector"),
-    _setter("labelSelector", "labelSelector"),
+    **{
+        field: (
+            f"resourcecheck_{field.lower()}",
+            RESOURCE_CHECK_TYPE,
+            [RESOURCE_CHECK_TYPE, T.STRING],
+            _setter(field),
+        )
+        for field in ("subresource", "namespace", "name", "fieldSelector", "labelSelector")
+    },
+    "allowed": ("decision_allowed", T.BOOL, [DECISION_TYPE], _decision(lambda d: d["decision"] == ALLOW)),
+    "reason": ("decision_reason", T.STRING, [DECISION_TYPE], _decision(lambda d: d["reason"])),
+    "errored": ("decision_errored", T.BOOL, [DECISION_TYPE], _decision(lambda d: bool(d["error"]))),
+    "error": ("decision_error", T.STRING, [DECISION_TYPE], _decision(lambda d: d["error"])),
+}
+
+
+def _member(name: str, signature: _Signature) -> Any:
+    overload, returns, params, impl = signature
+    return cel.FunctionDecl(name, [cel.Overload(overload, returns, params, is_member=True, impl=impl)])
+
+
+FUNCTIONS = (
+    *(_member(name, signature) for name, signature in SIGNATURES.items()),
     cel.FunctionDecl(
         "check",
         [
@@ -164,12 +174,8 @@ FUNCTIONS = (
                 DECISION_TYPE,
                 [RESOURCE_CHECK_TYPE, T.STRING],
                 is_member=True,
-                impl=_check_either,
+                impl=check_either,
             ),
         ],
     ),
-    _member("allowed", "decision_allowed", T.BOOL, [DECISION_TYPE], lambda d: _state(d)["decision"] == ALLOW),
-    _member("reason", "decision_reason", T.STRING, [DECISION_TYPE], lambda d: _state(d)["reason"]),
-    _member("errored", "decision_errored", T.BOOL, [DECISION_TYPE], lambda d: bool(_state(d)["error"])),
-    _member("error", "decision_error", T.STRING, [DECISION_TYPE], lambda d: _state(d)["error"]),
 )

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apiserver.cel.cost.functions import arithmetic, collections, formats, optionals, relations, strings
+from apiserver.cel.cost.functions import (
+    arithmetic,
+    authz,
+    collections,
+    formats,
+    optionals,
+    relations,
+    strings,
+)
 
 NULLARY: dict[str, Callable[[], Any]] = {**optionals.NULLARY, **formats.NULLARY}
 UNARY: dict[str, Callable[[Any], Any]] = {
@@ -15,6 +23,7 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     **optionals.UNARY,
     **strings.UNARY,
     **formats.UNARY,
+    **authz.UNARY,
 }
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     **arithmetic.BINARY,
@@ -23,7 +32,8 @@ BINARY: dict[str, Callable[[Any, Any], Any]] = {
     **strings.BINARY,
     **collections.BINARY,
     **formats.BINARY,
+    **authz.BINARY,
 }
-TERNARY: dict[str, Callable[[Any, Any, Any], Any]] = dict(collections.TERNARY)
+TERNARY: dict[str, Callable[[Any, Any, Any], Any]] = {**collections.TERNARY, **authz.TERNARY}
 
 __all__ = ["BINARY", "NULLARY", "TERNARY", "UNARY"]
