@@ -24,7 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from apiserver.auth.attributes import attributes_from_request, request_user
 from apiserver.auth.requestinfo import RequestInfo, is_long_running
 from apiserver.http.middleware import PUBLIC_PREFIXES, Handler
-from apiserver.machinery import errors
+from apiserver.machinery import deadlines, errors
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.user import UserInfo
 
@@ -163,7 +163,8 @@ def request_timeout(seconds: float) -> Middleware:
         deadline = asyncio.timeout(allowed)
         try:
             async with deadline:
-                response = await handler(request)
+                with deadlines.ending_in(allowed):
+                    response = await handler(request)
                 await send(request, response)
                 return response
         except TimeoutError:

@@ -91,6 +91,10 @@ CASES = [
         [("slow", {"timeoutSeconds": 1, "failurePolicy": "Ignore"})],
         [create(rolebinding("late"))],
     ),
+    # A request with less time left than the webhook's timeout gives the webhook that time.
+    Case(
+        "request-timeout", [("allow", {"timeoutSeconds": 10})], [create(rolebinding("hasty"), "timeout=3s")]
+    ),
     Case("bad-uid", [("bad-uid", {})], [create(rolebinding("uid"))]),
     Case("server-error", [("error", {})], [create(rolebinding("oops"))]),
     Case(
@@ -132,6 +136,8 @@ class Answer:
     warnings: list[str]
     audit_id: str
     reviews: list[JSON]
+    # The query of each call (`timeout=10s`: the time the webhook is given).
+    queries: list[str]
 
 
 class Side:
@@ -159,11 +165,12 @@ class Side:
             connection.request(step.method, path, body=body, headers={"Content-Type": "application/json"})
             response = connection.getresponse()
             raw = response.read()
-            reviews = [item.review for item in self.hooks.received[before:]]
+            received = self.hooks.received[before:]
             warnings = response.headers.get_all("Warning") or []
-            return Answer(
-                response.status, json.loads(raw), warnings, response.headers.get("Audit-Id", ""), reviews
-            )
+            audit_id = response.headers.get("Audit-Id", "")
+            reviews = [item.review for item in received]
+            queries = sorted(item.query for item in received)
+            return Answer(response.status, json.loads(raw), warnings, audit_id, reviews, queries)
         finally:
             connection.close()
 
@@ -228,6 +235,7 @@ def normalized(answer: Answer, side: Side) -> JSON:
             else {"name": body["metadata"].get("name"), "labels": body["metadata"].get("labels")},
             "warnings": answer.warnings,
             "reviews": reviews,
+            "queries": answer.queries,
         }
     )
     text = text.replace(UPSTREAM, OURS).replace(side.namespace, "<namespace>")

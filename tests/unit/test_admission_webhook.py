@@ -22,7 +22,7 @@ from apiserver.admission.webhook.mutating import MutatingWebhooks
 from apiserver.admission.webhook.validating import ValidatingWebhooks
 from apiserver.auth.authz import Decision
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.machinery import requestnotes
+from apiserver.machinery import deadlines, requestnotes
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.user import UserInfo
 from apiserver.resources.rolebinding import RoleBindingKind
@@ -86,11 +86,14 @@ class FakeWebhookClient(WebhookClient):
         self.answer = answer
         self.delays = delays or {}
         self.sent: list[tuple[str, JSON]] = []
+        # The query and the time given of each call.
+        self.timeouts: list[tuple[str, float]] = []
 
-    async def post(self, target: Endpoint, body: bytes, seconds: int) -> JSON:
+    async def post(self, target: Endpoint, body: bytes, seconds: float) -> JSON:
         sent = json.loads(body)
         path = target.url.split("?")[0].rsplit("/", 1)[1]
         self.sent.append((path, sent))
+        self.timeouts.append((target.url.split("?")[1], seconds))
         await asyncio.sleep(self.delays.get(path, 0))  # a slow webhook: its time is under test
         response = self.answer(path, sent["request"])
         return {
@@ -235,6 +238,24 @@ def test_endpoints_are_upstreams_urls() -> None:
     service = {"service": {"namespace": "ns", "name": "hook", "path": "/a//b/"}}
     assert endpoint(service, "w", 10).url == "https://hook.ns.svc:443/a/b?timeout=10s"
     assert endpoint({"url": "https://h:8443/v"}, "w", 30).url == "https://h:8443/v?timeout=30s"
+
+
+def test_a_webhook_is_given_no_more_time_than_the_request_has_left() -> None:
+    """A request with 2.5 s left calls a webhook of 10 s with ?timeout=3s (rounded up, as upstream
+    writes it) and gives it 2.5 s; outside a request, its own 10 s."""
+    client = FakeWebhookClient(lambda _p, _r: {"allowed": True})
+    objects = [configuration("ValidatingWebhookConfiguration", webhook("w", timeoutSeconds=10))]
+
+    async def hasty() -> None:
+        requestnotes.begin()
+        with deadlines.ending_in(2.5):
+            await ValidatingWebhooks(ManifestSource(objects), client).validate(request())
+
+    asyncio.run(hasty())
+    validate(objects, client)
+    (hurried, given), unhurried = client.timeouts
+    assert hurried == "timeout=3s" and 2.4 < given <= 2.5
+    assert unhurried == ("timeout=10s", 10)
 
 
 # ---------------------------------------------------------------- validating

@@ -14,7 +14,7 @@ from apiserver.admission.webhook import review as reviews
 from apiserver.admission.webhook.client import CallFailure, ClientConfigError, WebhookClient, endpoint
 from apiserver.admission.webhook.configuration import DRY_RUN_SAFE, Webhook
 from apiserver.admission.webhook.errors import CallingError, dry_run_unsupported
-from apiserver.machinery import errors, requestnotes
+from apiserver.machinery import deadlines, errors, requestnotes
 
 
 def _check_dry_run(hook: Webhook, request: AdmissionRequest) -> None:
@@ -42,9 +42,12 @@ async def call_webhook(
         ) from None
     uid = str(uuid.uuid4())
     try:
-        target = endpoint(hook.client_config, hook.name, hook.timeout)
+        # The webhook's timeout, or what the request has left when that is less.
+        # (A millisecond at least: aiohttp takes a timeout of 0 for none.)
+        seconds = max(deadlines.capped(hook.timeout), 0.001)
+        target = endpoint(hook.client_config, hook.name, seconds)
         body = orjson.dumps(reviews.review(request, uid, version))
-        answer = await client.post(target, body, hook.timeout)
+        answer = await client.post(target, body, seconds)
     except ClientConfigError as exc:
         reason = f"could not get REST client: {exc}"
         raise CallingError(hook.name, reason, errors.bad_request("error getting REST client")) from None

@@ -15,6 +15,7 @@ import base64
 import binascii
 import errno
 import json
+import math
 import posixpath
 import socket
 import ssl
@@ -80,8 +81,9 @@ class Endpoint:
     ca_bundle: bytes
 
 
-def go_duration(seconds: int) -> str:
-    minutes, rest = divmod(seconds, 60)
+def go_duration(seconds: float) -> str:
+    """`?timeout=` as upstream writes it: whole seconds, a fraction rounded up."""
+    minutes, rest = divmod(math.ceil(seconds), 60)
     return f"{minutes}m{rest}s" if minutes else f"{rest}s"
 
 
@@ -93,7 +95,7 @@ def _clean_path(path: str) -> str:
     return "/" + cleaned.lstrip("/") if path.startswith("/") else cleaned
 
 
-def endpoint(config: JSON, webhook: str, timeout: int) -> Endpoint:
+def endpoint(config: JSON, webhook: str, timeout: float) -> Endpoint:
     """The endpoint of a clientConfig; ClientConfigError when it names none."""
     try:
         ca = base64.b64decode(str(config.get("caBundle") or ""), validate=True)
@@ -262,7 +264,7 @@ class WebhookClient:
             self._contexts[ca_bundle] = context
         return context
 
-    async def post(self, target: Endpoint, body: bytes, seconds: int) -> JSON:
+    async def post(self, target: Endpoint, body: bytes, seconds: float) -> JSON:
         """The review the endpoint answers; CallFailure when it answers none."""
         tls: ssl.SSLContext | bool = (
             self._context(target.ca_bundle) if target.url.startswith("https:") else False
