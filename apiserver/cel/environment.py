@@ -37,43 +37,34 @@ _REWRITES = {
 }
 
 
-def _variables(names: tuple[str, ...]) -> dict[str, Any]:
-    return {name: TYPED.get(name, cel.Type.DYN) for name in names}
-
-
-@functools.cache
-def checker(variables: tuple[str, ...]) -> Any:
-    """The environment that type-checks expressions over `variables`."""
+def _environment(config: str, variables: tuple[str, ...], searches: Any, functions: list[Any]) -> Any:
     return cel.NewEnv(
-        config=cel.NewEnvConfigFromYaml(_CHECKER_EXTENSIONS),
-        variables=_variables(variables),
+        config=cel.NewEnvConfigFromYaml(config),
+        variables={name: TYPED.get(name, cel.Type.DYN) for name in variables},
         # The lists library's indexOf and lastIndexOf after the strings extension's: cel-expr-python
         # then adds their overloads to the strings' (declared the other way round, it refuses).
         extensions=[
             ext_strings.ExtStrings(STRINGS_VERSION),
             ext_optional.ExtOptional(),
-            cel.CelExtension("kubernetes.lists", list(dispatch.CHECKED_LIST_SEARCHES)),
+            cel.CelExtension("kubernetes.lists", list(searches)),
         ],
-        functions=list(FUNCTIONS),
+        functions=functions,
         descriptor_pool=POOL,
     )
+
+
+@functools.cache
+def checker(variables: tuple[str, ...]) -> Any:
+    """The environment that type-checks expressions over `variables`."""
+    return _environment(_CHECKER_EXTENSIONS, variables, dispatch.CHECKED_LIST_SEARCHES, list(FUNCTIONS))
 
 
 @functools.cache
 def environment(variables: tuple[str, ...]) -> Any:
     """The environment that evaluates expressions over `variables` (one per set of names: building
     it registers every library function)."""
-    return cel.NewEnv(
-        config=cel.NewEnvConfigFromYaml(_ENGINE_EXTENSIONS),
-        variables=_variables(variables),
-        extensions=[
-            ext_strings.ExtStrings(STRINGS_VERSION),
-            ext_optional.ExtOptional(),
-            cel.CelExtension("kubernetes.lists", list(dispatch.LIST_SEARCHES)),
-        ],
-        functions=[*FUNCTIONS, *formats.RUNTIME_FUNCTIONS, dispatch.MAP_INSERT],
-        descriptor_pool=POOL,
-    )
+    functions = [*FUNCTIONS, *formats.RUNTIME_FUNCTIONS, dispatch.MAP_INSERT]
+    return _environment(_ENGINE_EXTENSIONS, variables, dispatch.LIST_SEARCHES, functions)
 
 
 def compile_checked(source: str, variables: tuple[str, ...]) -> tuple[Any, Any]:

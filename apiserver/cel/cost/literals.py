@@ -125,9 +125,8 @@ def plan_comprehension(planner: Planner, node: Comprehension) -> Planned:
 
     def build() -> Step:
         steps = [part.compile() for part in parts]
-        if node.iter_var2:
-            return _fold_pairs((node.iter_var, node.iter_var2), node.accu_var, steps, result.compile())
-        return _fold(node.iter_var, node.accu_var, steps, result.compile())
+        names = (node.iter_var, node.iter_var2) if node.iter_var2 else (node.iter_var,)
+        return _fold(names, node.accu_var, steps, result.compile())
 
     return Planned(build=build)
 
@@ -154,32 +153,6 @@ def _items(collection: Any) -> Any:
     return Err(f"got '{_GO_TYPES.get(type_name(collection), 'types.Object')}', expected iterable type")
 
 
-def _fold(iter_var: str, accu_var: str, steps: list[Step], result: Step) -> Step:
-    iter_range, accu_init, condition, loop_step = steps
-
-    def fold(act: dict[str, Any], m: Meter) -> Any:
-        items = _items(iter_range(act, m))
-        if type(items) is Err:
-            return items
-        local = dict(act)
-        accu = accu_init(act, m)
-        local[accu_var] = AccumulatedList() if type(accu) is list and not accu else accu
-        for item in items:
-            local[iter_var] = item
-            if condition(local, m) is False:
-                break
-            local[accu_var] = loop_step(local, m)
-            m.check()
-        if iter_var in act:
-            local[iter_var] = act[iter_var]
-        else:
-            local.pop(iter_var, None)
-        value = result(local, m)
-        return list(value) if type(value) is AccumulatedList else value
-
-    return fold
-
-
 def _pairs(collection: Any) -> Any:
     """What a two-variable comprehension iterates: a list's indexes and elements, a map's keys and
     values."""
@@ -190,18 +163,24 @@ def _pairs(collection: Any) -> Any:
     return _items(collection)
 
 
-def _fold_pairs(names: tuple[str, str], accu_var: str, steps: list[Step], result: Step) -> Step:
+def _fold(names: tuple[str, ...], accu_var: str, steps: list[Step], result: Step) -> Step:
+    """A comprehension over one variable (the elements) or two (index or key, and value)."""
     iter_range, accu_init, condition, loop_step = steps
+    first, second = names[0], (names[1] if len(names) > 1 else None)
+    iterate = _items if second is None else _pairs
 
     def fold(act: dict[str, Any], m: Meter) -> Any:
-        pairs = _pairs(iter_range(act, m))
-        if type(pairs) is Err:
-            return pairs
+        items = iterate(iter_range(act, m))
+        if type(items) is Err:
+            return items
         local = dict(act)
         accu = accu_init(act, m)
         local[accu_var] = AccumulatedList() if type(accu) is list and not accu else accu
-        for first, second in pairs:
-            local[names[0]], local[names[1]] = first, second
+        for item in items:
+            if second is None:
+                local[first] = item
+            else:
+                local[first], local[second] = item
             if condition(local, m) is False:
                 break
             local[accu_var] = loop_step(local, m)
