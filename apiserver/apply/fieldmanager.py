@@ -19,6 +19,7 @@ structured merge itself (`structure`).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import unicodedata
 from dataclasses import dataclass, field
@@ -114,6 +115,7 @@ def manager_or_user_agent(manager: str, user_agent: str) -> str:
     return manager if manager else prefix_from_user_agent(user_agent)
 
 
+@functools.lru_cache(maxsize=1024)
 def manager_identifier(manager: str, operation: str, api_version: str, subresource: str = "") -> str:
     """The key of a managedFields entry: its manager, operation, apiVersion (not for Apply, whose
     entry follows the applier across versions) and subresource, as Go's JSON of the entry."""
@@ -216,6 +218,8 @@ def encode_managed_fields(managed: Managed) -> list[JSON]:
         entry["fieldsV1"] = versioned.fields.to_fields_v1()
         entry["subresource"] = named.get("subresource", "")
         entries.append({k: v for k, v in entry.items() if v not in ("", None)})
+    if len(entries) < 2:
+        return entries  # (a create's one entry: no timestamp to parse for an order)
     entries.sort(
         key=lambda e: (
             e.get("operation", ""),
@@ -320,6 +324,16 @@ def _without_managed_fields(obj: JSON) -> JSON:
     return out
 
 
+def _given_up_without_managed_fields(obj: JSON) -> JSON:
+    """`obj` without managedFields, for a caller that gives `obj` up: a new top level and metadata,
+    the rest shared (no deep copy of a body the request decoded for this write alone)."""
+    out = dict(obj)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {key: value for key, value in meta.items() if key != "managedFields"}
+    return out
+
+
 def _with_managed_fields(obj: JSON, managed: Managed) -> JSON:
     meta = objectmeta.metadata(obj)
     entries = encode_managed_fields(managed)
@@ -354,21 +368,28 @@ class FieldManager:
         self.api_version = kind.api_version
         self.root: MapNode = structure_of(kind.model)
         self.gvk = f"{kind.group}/{kind.version}, Kind={kind.kind}"
+        zero = decode_object(self.kind.model, {}, kind=self.kind.kind, version=self.kind.version).obj
+        self._empty: JSON = {"kind": self.kind.kind, "apiVersion": self.api_version, **zero}
 
     def empty_object(self) -> JSON:
-        """The zero object of the kind, as upstream's `New()` gives it: what a create is compared to."""
-        zero = decode_object(self.kind.model, {}, kind=self.kind.kind, version=self.kind.version).obj
-        return {"kind": self.kind.kind, "apiVersion": self.api_version, **zero}
+        """The zero object of the kind, as upstream's `New()` gives it: what a create is compared to.
+        (Decoded once; each caller gets its own copy.)"""
+        return copy.deepcopy(self._empty)
 
     # ------------------------------------------------------------------ update
+
+    def create(self, new: JSON, manager: str, *, reset: bool = False) -> JSON:
+        """update() of a create: from the empty object (read, never changed, so not copied)."""
+        return self.update(self._empty, new, manager, reset=reset)
 
     def update(self, live: JSON, new: JSON, manager: str, *, reset: bool = False) -> JSON:
         """`new` with its managedFields updated for a create, update or non-apply patch from `live`
         (the empty object for a create) by `manager`. `reset`: the request sent an empty
-        managedFields list. On any failure the live object's managedFields are kept."""
+        managedFields list. On any failure the live object's managedFields are kept. `new` is the
+        caller's to give up (decoded for this write): the answer shares its parts."""
         try:
             managed = self._live_or_new(live, new, reset)
-            out = _without_managed_fields(new)
+            out = _given_up_without_managed_fields(new)
             managed = self._update_managers(live, out, managed, manager)
             return _with_managed_fields(out, managed)
         except ValueError:

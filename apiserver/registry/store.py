@@ -126,7 +126,9 @@ class ResourceStore:
         meta = objectmeta.metadata(obj)
         generate = not meta.get("name") and bool(meta.get("generateName"))
         for _attempt in range(MAX_GENERATE_NAME_ATTEMPTS if generate else 1):
-            candidate = copy.deepcopy(obj)
+            # Each generated name is tried on a fresh copy; a named create is tried once, on the
+            # object itself (decoded for this request alone).
+            candidate = copy.deepcopy(obj) if generate else obj
             if generate:
                 objectmeta.metadata(candidate)["name"] = objectmeta.generate_name(str(meta["generateName"]))
             created = await self._create_one(namespace, candidate, opts, retry_taken=generate, requested=meta)
@@ -148,8 +150,7 @@ class ResourceStore:
         strategy.check_namespace(meta, namespace)
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
-        empty = self.field_manager.empty_object()
-        return self.field_manager.update(empty, obj, _manager(opts), reset=managedfields.requests_reset(raw))
+        return self.field_manager.create(obj, _manager(opts), reset=managedfields.requests_reset(raw))
 
     async def _create_one(
         self, namespace: str, obj: JSON, opts: WriteOptions, *, retry_taken: bool, requested: JSON
