@@ -105,9 +105,40 @@ class _Fields:
     offset: int = 0  # seconds east of UTC
 
 
+# The length of each layout's own form in UTC (`2026-11-22T02:16:41Z`, with `.123456` for micro).
+_CANONICAL_LENGTH = {TIME_LAYOUT: 20, MICRO_TIME_LAYOUT: 27}
+_DIGIT_BYTES = frozenset(b"0123456789")
+
+
+def _canonical(layout: str, text: str) -> datetime | None:
+    """`text` read directly when it is the layout's own form in UTC, as clients write it (what
+    Go reads it as is then plain); None for anything else, which the full parser reads."""
+    if len(text) != _CANONICAL_LENGTH[layout] or text[-1] != "Z":
+        return None
+    raw = text.encode()
+    if raw[4] != 45 or raw[7] != 45 or raw[10] != 84 or raw[13] != 58 or raw[16] != 58:  # - - T : :
+        return None
+    digits = raw[0:4] + raw[5:7] + raw[8:10] + raw[11:13] + raw[14:16] + raw[17:19]
+    fraction = raw[20:26] if layout == MICRO_TIME_LAYOUT else b""
+    if fraction and raw[19] != 46:  # .
+        return None
+    if not _DIGIT_BYTES.issuperset(digits + fraction):
+        return None
+    year, month, day = int(raw[0:4]), int(raw[5:7]), int(raw[8:10])
+    hour, minute, second = int(raw[11:13]), int(raw[14:16]), int(raw[17:19])
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= _days_in(month, year)):
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    return datetime(year, month, day, hour, minute, second, int(fraction or b"0"), tzinfo=UTC)
+
+
 def parse(layout: str, text: str) -> datetime:
     """The instant `text` names in `layout` (one of the two above), in UTC and truncated to
     microseconds; TimeParseError with Go's message if Go refuses it."""
+    direct = _canonical(layout, text)
+    if direct is not None:
+        return direct
     chunks = _CHUNKS[layout]
     value = text.encode()
     fields = _Fields()
