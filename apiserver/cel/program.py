@@ -9,11 +9,21 @@ from typing import Any, TypeGuard
 from apiserver.cel.bounds import ENGINE_ITERATIONS, MAX_MAPPED_LIST, PER_CALL_LIMIT, longest_list, maps_lists
 from apiserver.cel.checked import Checked, Ident, Node, Select, checked_tree, walk
 from apiserver.cel.cost import Unsupported, evaluate_with_cost
-from apiserver.cel.cost.bound import cost_bound
-from apiserver.cel.cost.sizes import SizeSummary
+from apiserver.cel.cost.bound import Bound, cost_bound
+from apiserver.cel.cost.sizes import Extent, SizeSummary, UniformSummary
 from apiserver.cel.environment import compile_checked, environment
 from apiserver.cel.errors import CompileError, EvaluationError, compile_message, evaluation_message
 from apiserver.cel.values import plain
+
+# An activation of at most this much JSON is bounded by its size class (Extent), one bound a
+# class a program; a larger one by its own shapes.
+UNIFORM_MOST_BYTES = 256 * 1024
+# The largest bound by size class charged as it is: a larger one (loose, for a mid-sized
+# activation) is replaced by the activation's own, so that a budget of 10,000,000 is not spent on
+# looseness (500 expressions at this bound would be needed to spend it).
+UNIFORM_MOST_COST = 20_000
+# The size classes a program keeps a bound for.
+UNIFORM_BOUNDS_KEPT = 64
 
 
 class Bindings:
@@ -23,13 +33,21 @@ class Bindings:
     of 1,000 subjects). The values must not change once bound, and the programs run in the thread
     that bound them (the engine keeps what it converted in that thread's arena)."""
 
-    __slots__ = ("data", "native", "sizes")
+    __slots__ = ("_extent", "data", "native", "sizes")
 
     def __init__(self, variables: Sequence[str], data: Mapping[str, Any]) -> None:
         self.data = data
         self.native = environment(tuple(variables)).Activation(dict(data))
         # What the cost bounds of the programs learn of the values' sizes, learnt once.
         self.sizes = SizeSummary.of(data)
+        self._extent: Extent | bool | None = False
+
+    @property
+    def extent(self) -> Extent | None:
+        """The values' extent (None for a large activation), measured once."""
+        if self._extent is False:
+            self._extent = Extent.of(self.data, UNIFORM_MOST_BYTES)
+        return self._extent  # type: ignore[return-value]
 
 
 @dataclass
@@ -65,7 +83,15 @@ class Program:
     bound of its cost over the actual input shows it within the limit and within the engine's own
     iteration budget; otherwise the cost-tracking evaluator runs it, and decides exactly."""
 
-    __slots__ = ("_checked", "_compiled", "_maps_lists", "_output_type", "source", "variables_read")
+    __slots__ = (
+        "_checked",
+        "_compiled",
+        "_maps_lists",
+        "_output_type",
+        "_uniform_bounds",
+        "source",
+        "variables_read",
+    )
 
     def __init__(self, source: str, checked: Any, runnable: Any) -> None:
         """`checked` is the expression as the checker left it, `runnable` what the engine runs."""
@@ -74,6 +100,8 @@ class Program:
         self._output_type = go_type_name(checked.return_type().name())
         self._maps_lists = maps_lists(source)
         self._checked: Checked = checked_tree(checked)
+        # Bounds over every activation of one extent (Extent.bucket) and set of variables.
+        self._uniform_bounds: dict[tuple[tuple[int, int], frozenset[str]], Bound] = {}
         # The fields of `variables` the expression names, in the order first named.
         self.variables_read: tuple[str, ...] = tuple(
             dict.fromkeys(node.field for node in walk(self._checked.expr) if _reads_variable(node))
@@ -87,9 +115,21 @@ class Program:
     def run(self, activation: Mapping[str, Any] | Bindings, limit: int = PER_CALL_LIMIT) -> Costed:
         """The expression evaluated over `activation`, with its cost."""
         data = activation.data if isinstance(activation, Bindings) else activation
-        sizes = activation.sizes if isinstance(activation, Bindings) else SizeSummary.of(data)
-        bound = cost_bound(self._checked, sizes)
-        engine_safe = bound.iterations <= ENGINE_ITERATIONS and not self._copies_long_lists(data)
+        extent = activation.extent if isinstance(activation, Bindings) else None
+        bound, engine_safe = None, False
+        if extent is not None:
+            bound = self._uniform_bound(extent, data)
+            long_lists = (
+                self._maps_lists and extent.longest_list > MAX_MAPPED_LIST and self._copies_long_lists(data)
+            )
+            engine_safe = bound.cost <= min(limit, UNIFORM_MOST_COST) and not long_lists
+            engine_safe = engine_safe and bound.iterations <= ENGINE_ITERATIONS
+        if not engine_safe:
+            # No bound for its size class lets the engine run it: this activation's own shapes may.
+            sizes = activation.sizes if isinstance(activation, Bindings) else SizeSummary.of(data)
+            bound = cost_bound(self._checked, sizes)
+            engine_safe = bound.iterations <= ENGINE_ITERATIONS and not self._copies_long_lists(data)
+        assert bound is not None
         if bound.bounded and bound.cost <= limit and engine_safe:
             return self._fast(activation, bound.cost, lambda: self._priced(data, limit, bound.cost))
         exact = self._exact(data, limit)
@@ -98,6 +138,18 @@ class Program:
             # when there is one, nothing otherwise.
             return self._fast(activation, bound.cost if bound.bounded else 0, None)
         return exact
+
+    def _uniform_bound(self, extent: Extent, data: Mapping[str, Any]) -> Bound:
+        """The bound over every activation of `extent`'s size class: worked out once for it (a
+        dictionary lookup afterwards, where a bound from the activation's own shapes walks the
+        tree every time), looser but as sound."""
+        key = (extent.bucket, frozenset(data))
+        bound = self._uniform_bounds.get(key)
+        if bound is None:
+            if len(self._uniform_bounds) >= UNIFORM_BOUNDS_KEPT:
+                self._uniform_bounds.clear()
+            bound = self._uniform_bounds[key] = cost_bound(self._checked, UniformSummary(*key))
+        return bound
 
     def _priced(self, data: Mapping[str, Any], limit: int, bound: int) -> int:
         exact = self._exact(data, limit)

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from apiserver.cel.checked import Checked, checked_tree
-from apiserver.cel.cost.bound import cost_bound
-from apiserver.cel.cost.sizes import SizeSummary
+from apiserver.cel.cost.bound import Bound, cost_bound
+from apiserver.cel.cost.sizes import Extent, SizeSummary, UniformSummary
 from apiserver.cel.environment import checker
+from apiserver.cel.program import UNIFORM_MOST_BYTES
 from tests.support.celcost_build import Oracle, ensure_oracle
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
@@ -341,6 +342,9 @@ def _measure(oracle: Oracle, figures: Figures, group: str, source: str, inputs: 
         bound = cost_bound(checked, SizeSummary.of(variables))
         skewed = label in SKEWED
         figures.record(f"{group}, skewed" if skewed else group, source, answer["cost"], bound.cost, label)
+        uniform = _uniform_bound(checked, variables)
+        if uniform is not None:
+            figures.record(f"{group}, by size class", source, answer["cost"], uniform.cost, label)
         if answer["cost"] >= 20 and bound.cost > 3 * answer["cost"] and not skewed:
             worst.append(f"{source!r} over {label}: bound {bound.cost} / upstream {answer['cost']}")
     return worst
@@ -377,3 +381,13 @@ def test_the_iteration_bound_covers_the_iterations(source: str, count: Counter) 
     for label, variables in INPUTS.items():
         bound = cost_bound(checked, SizeSummary.of(variables))
         assert bound.iterations >= count(variables), (label, bound)
+        uniform = _uniform_bound(checked, variables)
+        assert uniform is None or uniform.iterations >= count(variables), (label, uniform)
+
+
+def _uniform_bound(checked: Checked, variables: dict[str, Any]) -> Bound | None:
+    """The bound Program.run uses for small activations: over the activation's size class."""
+    extent = Extent.of(variables, UNIFORM_MOST_BYTES)
+    if extent is None:
+        return None
+    return cost_bound(checked, UniformSummary(extent.bucket, frozenset(variables)))

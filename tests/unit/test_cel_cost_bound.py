@@ -121,3 +121,45 @@ def test_a_summary_measures_each_path_once_for_every_expression() -> None:
         cost_bound(checked_tree(checker(("object",)).compile(source)), summary)
     assert summary.variable("object").field("l").items().field("n") is first
     assert first.size() == 2
+
+
+def test_an_extent_bounds_every_list_string_and_traversal_of_the_activation() -> None:
+    from apiserver.cel.cost.sizes import Extent
+
+    activation = {"object": {"subjects": [{"name": "a" * 40}, {"name": "é"}], "l": [1, 2, 3]}}
+    extent = Extent.of(activation, 1 << 20)
+    assert extent is not None
+    # Lists of 3 at most, strings of 40: the size class 64 (at least 40 either way); the JSON's
+    # length bounds the traversal.
+    assert extent.bucket[0] == 64 and extent.bucket[1] >= 4
+    assert extent.longest_list >= 3
+
+
+def test_an_escaped_quote_makes_the_whole_json_the_longest_string() -> None:
+    """A run between two quotes would undercount a string holding one: the JSON's length holds."""
+    from apiserver.cel.cost.sizes import Extent
+
+    tricky = {"object": {"s": 'x"' * 40}}
+    extent = Extent.of(tricky, 1 << 20)
+    assert extent is not None and extent.bucket[0] >= 80
+
+
+def test_large_or_unserializable_activations_have_no_extent() -> None:
+    from apiserver.cel.cost.sizes import Extent
+
+    assert Extent.of({"object": {"s": "x" * 1000}}, 100) is None
+    assert Extent.of({"object": {"n": 1 << 70}}, 1 << 20) is None
+    assert Extent.of({"object": object()}, 1 << 20) is None
+
+
+def test_a_small_activation_is_bounded_by_its_size_class_once() -> None:
+    """Two activations of one size class share one bound (no walk of the second), and it is at
+    least the exact cost of each."""
+    from apiserver.cel import compile_expression
+    from apiserver.cel.program import Bindings
+
+    program = compile_expression("object.subjects.all(s, s.kind != 'Group')", ["object"])
+    first = program.run(Bindings(["object"], {"object": {"subjects": [{"kind": "User"}]}}))
+    second = program.run(Bindings(["object"], {"object": {"subjects": [{"kind": "Group"}] * 2}}))
+    assert (first.value, second.value) == (True, False)
+    assert first.cost == second.cost >= max(first.exact_cost(), second.exact_cost())

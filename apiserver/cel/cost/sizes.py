@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 # A size or cost at or beyond this is no bound at all.
 UNBOUNDED = 1 << 62
 # cel-go's factor of the cost of walking a string, and of its traversal of a value (lists library).
@@ -290,3 +292,83 @@ class SizeSummary:
             shape = Observed((self._activation[name],)) if name in self._activation else TOP
             self._shapes[name] = shape
         return shape
+
+
+class Uniform(Shape):
+    """Any value of an activation known only by its extent: at most `bound` characters or
+    entries, at most `traversal` to traverse, and so is everything within it."""
+
+    __slots__ = ("bound", "traversal")
+
+    def __init__(self, bound: int, traversal: int) -> None:
+        self.bound = bound
+        self.traversal = traversal
+
+    def size(self) -> int:
+        return self.bound
+
+    def items(self) -> Shape:
+        return self
+
+    def values(self) -> Shape:
+        return self
+
+    def field(self, name: str) -> Shape:
+        return self
+
+    def walk(self) -> int:
+        return self.traversal
+
+
+class Extent:
+    """How large an activation is anywhere in it, as upper bounds read off its JSON: its longest
+    list or map (entries: at most the commas, plus one), its longest string (characters: at most
+    the longest run between two quotes, when no quote is escaped), its whole traversal (at most its
+    JSON's length). `bucket` rounds them up to powers of two, so that requests of one size class
+    share the bound worked out for the first of them (Program.run)."""
+
+    __slots__ = ("bucket", "longest_list")
+
+    def __init__(self, longest_list: int, longest_text: int, traversal: int) -> None:
+        self.longest_list = longest_list
+        self.bucket = (_power_of_two(max(longest_list, longest_text)), _power_of_two(traversal))
+
+    @classmethod
+    def of(cls, activation: Mapping[str, Any], most_bytes: int) -> Extent | None:
+        """The activation's extent; None when its JSON is longer than `most_bytes` (then a bound
+        from its own shapes is worth its walk) or it holds what JSON cannot."""
+        try:
+            dumped = orjson.dumps(activation, default=_opaque, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            return None
+        if len(dumped) > most_bytes:
+            return None
+        escaped = b'\\"' in dumped
+        longest_text = len(dumped) if escaped else max(map(len, dumped.split(b'"')))
+        return cls(dumped.count(b",") + 1, longest_text, len(dumped))
+
+
+def _opaque(value: Any) -> None:
+    """A value JSON has no form for (a library value, a message): one of size 1, written `null`."""
+    if hasattr(value, "DESCRIPTOR"):
+        return None
+    raise TypeError(type(value).__name__)
+
+
+def _power_of_two(value: int) -> int:
+    return 1 << max(value, 1).bit_length() if value & (value - 1) else max(value, 1)
+
+
+class UniformSummary(SizeSummary):
+    """Every variable of an activation as one Uniform shape of its extent's bucket (absent ones
+    TOP, as SizeSummary has them): a bound over it holds for every activation of that bucket."""
+
+    __slots__ = ("_present", "_shape")
+
+    def __init__(self, bucket: tuple[int, int], present: frozenset[str]) -> None:
+        super().__init__({})
+        self._shape = Uniform(*bucket)
+        self._present = present
+
+    def variable(self, name: str) -> Shape:
+        return self._shape if name in self._present else TOP
