@@ -126,7 +126,7 @@ def _canonical(layout: str, text: str) -> datetime | None:
         return None
     year, month, day = int(raw[0:4]), int(raw[5:7]), int(raw[8:10])
     hour, minute, second = int(raw[11:13]), int(raw[14:16]), int(raw[17:19])
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= _days_in(month, year)):
+    if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= _days_in(month, year)):
         return None
     if hour > 23 or minute > 59 or second > 59:
         return None
