@@ -42,3 +42,11 @@ def event_body(group_version: str, namespace: str, name: str, *, sent: float | N
 def body_template(group_version: str, namespace: str) -> str:
     """The body wrk's create script sends, with NAME_PLACEHOLDER where each request's name goes."""
     return json.dumps(event_body(group_version, namespace, NAME_PLACEHOLDER), separators=(",", ":"))
+
+
+def generated_name_template(group_version: str, namespace: str) -> str:
+    """The body of a create that asks the server to name the Event (`metadata.generateName`), as
+    client-go's event recorders do not but many controllers do: the same Event otherwise."""
+    body = event_body(group_version, namespace, NAME_PLACEHOLDER)
+    body["metadata"] = {"generateName": "bench-", "namespace": namespace}
+    return json.dumps(body, separators=(",", ":"))

@@ -9,13 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import client, etcdraw, wrk
-from bench.events import body_template
+from bench.events import body_template, generated_name_template
 from bench.options import Options
 from bench.processes import Stack, Target, restart, rss_bytes, settle
 from bench.report import (
     COREIO_ETCD,
     COREIO_SQLITE,
     CREATE,
+    CREATE_GENERATED,
+    CREATES,
     ETCD_RAW,
     FRESH,
     GET,
@@ -64,7 +66,7 @@ def load(
 ) -> list[Row]:
     """wrk at each connection count against every server, `url` and script `args` per server."""
     rows: list[Row] = []
-    script = "create.lua" if section == CREATE else "read.lua"
+    script = "create.lua" if section in CREATES else "read.lua"
     for connections in options.connections:
         found = wrk_rows(section, connections)
         for target in stack.targets:
@@ -137,23 +139,31 @@ def creates(stack: Stack, options: Options, scratch: Path) -> list[Row]:
         asyncio.run(client.ensure_namespaces(target, [CREATE_NAMESPACE]))
         template = scratch / f"{target.name}-body.json"
         template.write_text(body_template(target.group_version, CREATE_NAMESPACE))
+        generated = scratch / f"{target.name}-generated.json"
+        generated.write_text(generated_name_template(target.group_version, CREATE_NAMESPACE))
     run = secrets.token_hex(3)
 
-    def args(target: Target) -> list[str]:
-        path = target.events_path(CREATE_NAMESPACE)
-        # wrk's connection count is not known here; a run id and the thread id keep names unique.
-        prefix = f"c{run}-{secrets.token_hex(3)}"
-        return [path, target.token, prefix, str(scratch / f"{target.name}-body.json")]
+    def args(body: str) -> Callable[[Target], list[str]]:
+        def for_target(target: Target) -> list[str]:
+            path = target.events_path(CREATE_NAMESPACE)
+            # wrk's connection count is not known here; a run id and the thread id keep names unique.
+            prefix = f"c{run}-{secrets.token_hex(3)}"
+            return [path, target.token, prefix, str(scratch / f"{target.name}-{body}.json")]
 
-    rows = load(
-        stack, options, CREATE, lambda target: target.url + target.events_path(CREATE_NAMESPACE), args
-    )
+        return for_target
+
+    def url(target: Target) -> str:
+        return target.url + target.events_path(CREATE_NAMESPACE)
+
+    rows = load(stack, options, CREATE, url, args("body"))
+    # The same Events named by the server (generateName): a name made, and retried if taken.
+    generated_rows = load(stack, options, CREATE_GENERATED, url, args("generated"))
     for row in rows:
         if row.metric == "rate" and row.connections is not None:
             raw = etcdraw.raw_creates(stack.etcd.client_url, row.connections, options.duration)
             say(f"  raw etcd c={row.connections}: {raw.rate:,.0f}/s")
             record([r for r in rows if r.connections == row.connections], ETCD_RAW, raw)
-    return rows
+    return rows + generated_rows
 
 
 def watches(stack: Stack, options: Options, rate: float) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -120,6 +121,19 @@ def test_throughput_targets_need_every_connection_count_at_least_kube() -> None:
     assert verdict_of(rows, "LIST") == (False, True)
     detail = next(v for v in verdicts(rows) if v.target.startswith("creates")).detail[COREIO_ETCD]
     assert detail == "worst 0.90x (create c=1)"
+
+
+def test_creates_with_generated_names_count_toward_the_creates_target() -> None:
+    from bench.events import generated_name_template
+    from bench.report import CREATE_GENERATED
+
+    body = json.loads(generated_name_template("events.core.io/v1", "create"))
+    assert body["metadata"] == {"generateName": "bench-", "namespace": "create"}
+    rows = [
+        rate_row(CREATE, 16, 1100.0, 1100.0, 1000.0),
+        rate_row(CREATE_GENERATED, 16, 800.0, 1200.0, 1000.0),
+    ]
+    assert verdict_of(rows, "creates") == (False, True)
 
 
 def test_watch_target_needs_p99_at_most_kube_and_nothing_lost() -> None:
