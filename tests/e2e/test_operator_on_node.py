@@ -37,7 +37,8 @@ from tests.support.node_install import (
     OnNode,
     node_with_the_image,
 )
-from tests.support.traffic import AggregatedTraffic, wait_for
+from tests.support.traffic import AggregatedTraffic
+from tests.support.waiting import CONVERGING, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
@@ -68,7 +69,13 @@ def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None
     started = time.monotonic()
     on_node.cluster.run("create", "namespace", "second")  # a RoleBinding goes there
     on_node.helm_install(VALUES)
-    wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
+    wait_until(
+        lambda: on_node.status("Available") == "True",
+        timeout=180,
+        interval=0.5,
+        message="Available=True",
+        ignoring=CONVERGING,
+    )
     on_node.timed("helm install to Available", started)
     crd = on_node.get("crd", "installations.operator.core.io")
     assert crd is not None
@@ -182,26 +189,50 @@ def _operator_pods(on_node: OnNode) -> list[str]:
 def test_one_of_two_operators_leads_and_another_takes_over(on_node: OnNode) -> None:
     """The leader's pod deleted: it hands the Lease back as it stops, and a waiting replica (the
     other one, or the pod replacing the deleted one: whichever asks first) leads within seconds."""
-    pods = wait_for(
-        "two operator pods Ready", lambda: len(_operator_pods(on_node)) == 2 and _operator_pods(on_node)
+
+    def two_ready() -> list[str] | None:
+        pods = _operator_pods(on_node)
+        return pods if len(pods) == 2 else None
+
+    pods = wait_until(
+        two_ready, timeout=60, interval=0.5, message="two operator pods Ready", ignoring=CONVERGING
     )
-    leader = wait_for("a leader", lambda: _lease_holder(on_node) in pods and _lease_holder(on_node))
+
+    def leader_among_them() -> str | None:
+        held = _lease_holder(on_node)
+        return held if held in pods else None
+
+    leader = wait_until(leader_among_them, timeout=60, interval=0.5, message="a leader", ignoring=CONVERGING)
     (follower,) = [p for p in pods if p != leader]
-    wait_for(
-        "the other waiting",
+    wait_until(
         lambda: "waiting to lead" in on_node.cluster.run("logs", "-n", NS, follower).stdout,
+        timeout=60,
+        interval=0.5,
+        message="the other waiting",
+        ignoring=CONVERGING,
     )
     assert "leading as" not in on_node.cluster.run("logs", "-n", NS, follower).stdout
     started = time.monotonic()
     on_node.cluster.run("delete", "pod", "-n", NS, leader, "--wait=false")
-    successor = wait_for(
-        "another leader", lambda: _lease_holder(on_node) not in ("", leader) and _lease_holder(on_node), 60
+
+    def another_leader() -> str | None:
+        held = _lease_holder(on_node)
+        return held if held not in ("", leader) else None
+
+    successor = wait_until(
+        another_leader, timeout=60, interval=0.5, message="another leader", ignoring=CONVERGING
     )
     on_node.timed("leader pod deleted: another replica leads", started)
     assert f"leading as {successor}" in on_node.cluster.run("logs", "-n", NS, successor).stdout
     lease = on_node.get("lease", "coreio-operator", "-n", NS)
     assert lease is not None and lease["spec"]["leaseTransitions"] == 1
-    wait_for("two operator pods Ready again", lambda: len(_operator_pods(on_node)) == 2, timeout=120)
+    wait_until(
+        lambda: len(_operator_pods(on_node)) == 2,
+        timeout=120,
+        interval=0.5,
+        message="two operator pods Ready again",
+        ignoring=CONVERGING,
+    )
 
 
 def test_drift_is_repaired(on_node: OnNode) -> None:
@@ -228,11 +259,15 @@ def test_drift_is_repaired(on_node: OnNode) -> None:
             and on_node.get("clusterrolebinding", "coreio:apiserver") is not None
         )
 
-    wait_for("drift repaired", repaired, timeout=30)
+    wait_until(repaired, timeout=30, interval=0.5, message="drift repaired", ignoring=CONVERGING)
     on_node.timed("drift repaired", started)
     # The Deployment rolled to the bad image and back (Recreate, for SQLite): it serves again.
-    wait_for(
-        "serving again", lambda: on_node.aggregated_ok() and len(on_node.ready_pods("apiserver")) == 1, 180
+    wait_until(
+        lambda: on_node.aggregated_ok() and len(on_node.ready_pods("apiserver")) == 1,
+        timeout=180,
+        interval=0.5,
+        message="serving again",
+        ignoring=CONVERGING,
     )
     on_node.timed("drift: serving again", started)
 
@@ -265,7 +300,13 @@ def test_pod_settings_reach_the_running_pod(on_node: OnNode) -> None:
         pods = on_node.ready_pods("apiserver")
         return len(pods) == 1 and pods[0]["spec"].get("hostNetwork") is True and on_node.aggregated_ok()
 
-    wait_for("serving from the node's network", on_the_nodes_network, timeout=180, every=1)
+    wait_until(
+        on_the_nodes_network,
+        timeout=180,
+        interval=1,
+        message="serving from the node's network",
+        ignoring=CONVERGING,
+    )
     on_node.timed("pod settings: serving again from the node's network", started)
     pod = on_node.apiserver_pod()
     assert pod["status"]["podIP"] == NODE_IP
@@ -284,7 +325,13 @@ def test_pod_settings_reach_the_running_pod(on_node: OnNode) -> None:
         pods = on_node.ready_pods("apiserver")
         return len(pods) == 1 and not pods[0]["spec"].get("hostNetwork") and on_node.aggregated_ok()
 
-    wait_for("serving from the pod network again", back_on_the_pod_network, timeout=180, every=1)
+    wait_until(
+        back_on_the_pod_network,
+        timeout=180,
+        interval=1,
+        message="serving from the pod network again",
+        ignoring=CONVERGING,
+    )
 
 
 def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> None:
@@ -294,10 +341,12 @@ def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> No
     run = on_node.cluster.run
     resize = {"spec": {"storage": {"sqlite": {"size": "2Gi"}}}}
     run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(resize))
-    ready = wait_for(
-        "the refusal reported",
+    ready = wait_until(
         lambda: on_node.condition("Ready").get("reason") == "ReconcileError" and on_node.condition("Ready"),
-        60,
+        timeout=60,
+        interval=0.5,
+        message="the refusal reported",
+        ignoring=CONVERGING,
     )
     assert ready["status"] == "False"
     assert "persistentvolumeclaims" in ready["message"] and "can be resized" in ready["message"], ready
@@ -305,7 +354,13 @@ def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> No
     assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
     resize["spec"]["storage"]["sqlite"]["size"] = "1Gi"
     run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(resize))
-    wait_for("Ready again", lambda: on_node.status("Ready") == "True", timeout=60)
+    wait_until(
+        lambda: on_node.status("Ready") == "True",
+        timeout=60,
+        interval=0.5,
+        message="Ready again",
+        ignoring=CONVERGING,
+    )
 
 
 def _event(name: str, age_seconds: int, namespace: str = "default") -> JSON:
@@ -333,7 +388,13 @@ def test_event_retention_through_the_cluster(on_node: OnNode) -> None:
         listed = on_node.cluster.json("get", "events.events.core.io", "-n", "default")
         return {item["metadata"]["name"] for item in listed["items"]}
 
-    wait_for("old Events collected", lambda: not any(n.startswith("old-") for n in names()), timeout=60)
+    wait_until(
+        lambda: not any(n.startswith("old-") for n in names()),
+        timeout=60,
+        interval=0.5,
+        message="old Events collected",
+        ignoring=CONVERGING,
+    )
     assert {f"new-{i}" for i in range(10)} <= names()
     retention = on_node.installation()["status"]["eventRetention"]
     assert retention["examined"] >= 10 and "lastRunTime" in retention
@@ -388,7 +449,13 @@ def test_check_api_without_the_hooks_rights_names_the_refusal(on_node: OnNode) -
         return str(pod.get("status", {}).get("phase", ""))
 
     assert (
-        wait_for("the check finished", lambda: phase() in ("Succeeded", "Failed") and phase(), 120)
+        wait_until(
+            lambda: phase() in ("Succeeded", "Failed") and phase(),
+            timeout=120,
+            interval=0.5,
+            message="the check finished",
+            ignoring=CONVERGING,
+        )
         == "Failed"
     )
     log = cluster.run("logs", "-n", NS, "check-api-nobody").stdout
@@ -408,7 +475,13 @@ def _installation(name: str, namespace: str, spec: JSON) -> JSON:
 def test_second_installation_is_refused_and_touches_nothing(on_node: OnNode) -> None:
     cluster = on_node.cluster
     cluster.apply(_installation("coreio", "second", {"storage": {"type": "sqlite"}}))
-    ready = wait_for("refusal", lambda: on_node.condition("Ready", "coreio", "second"), timeout=30)
+    ready = wait_until(
+        lambda: on_node.condition("Ready", "coreio", "second"),
+        timeout=30,
+        interval=0.5,
+        message="refusal",
+        ignoring=CONVERGING,
+    )
     assert ready["status"] == "False" and ready["reason"] == "ClusterAlreadyInstalled", ready
     assert "belongs to Installation coreio-system/coreio" in ready["message"]
     assert on_node.get("deployment", "coreio", "-n", "second") is None
@@ -468,7 +541,13 @@ def test_sqlite_with_two_replicas_is_refused(on_node: OnNode) -> None:
     assert refused.returncode != 0 and "embedded SQLite allows one replica only" in refused.stderr
     with older_crd(on_node):
         cluster.apply(two)
-        ready = wait_for("refusal", lambda: on_node.condition("Ready", "two", "second"), timeout=30)
+        ready = wait_until(
+            lambda: on_node.condition("Ready", "two", "second"),
+            timeout=30,
+            interval=0.5,
+            message="refusal",
+            ignoring=CONVERGING,
+        )
         assert ready["status"] == "False" and ready["reason"] == "SQLiteSingleReplica", ready
         assert "one replica only" in ready["message"]
         assert on_node.get("deployment", "two", "-n", "second") is None
@@ -536,10 +615,12 @@ def test_certificates_the_user_brings(on_node: OnNode) -> None:
     operator_bundles = _bundle_subjects(on_node)
     on_node.cluster.apply(_own_secret("coreio-wrong", pki.create_ca("test-wrong"), ["elsewhere.example"]))
     _use_secret(on_node, "coreio-wrong")
-    wait_for(
-        "the wrong Secret refused",
+    wait_until(
         lambda: on_node.condition("Ready").get("reason") == "CertificateNotTrusted",
         timeout=30,
+        interval=0.5,
+        message="the wrong Secret refused",
+        ignoring=CONVERGING,
     )
     assert "coreio-wrong" in on_node.condition("Ready")["message"]
     assert _bundle_subjects(on_node) == operator_bundles and on_node.aggregated_ok()
@@ -548,10 +629,20 @@ def test_certificates_the_user_brings(on_node: OnNode) -> None:
         for ca_name in ("test-first", "test-second"):  # the second: the user's issuer moved to a new CA
             on_node.cluster.apply(_own_secret("coreio-own", pki.create_ca(ca_name), hosts))
             _use_secret(on_node, "coreio-own")
-            wait_for(
-                f"the pod presents {ca_name}'s", functools.partial(_served_by, on_node, ca_name), 90, every=1
+            wait_until(
+                functools.partial(_served_by, on_node, ca_name),
+                timeout=90,
+                interval=1,
+                message=f"the pod presents {ca_name}'s",
+                ignoring=CONVERGING,
             )
-            wait_for("the old CA leaves", functools.partial(_bundle_is, on_node, [(ca_name,)] * 2), 60)
+            wait_until(
+                functools.partial(_bundle_is, on_node, [(ca_name,)] * 2),
+                timeout=60,
+                interval=0.5,
+                message="the old CA leaves",
+                ignoring=CONVERGING,
+            )
         assert on_node.installation()["status"]["certificates"]["source"] == "secret"
         assert on_node.status("Ready") == "True"
         _use_secret(on_node, "")
@@ -559,8 +650,20 @@ def test_certificates_the_user_brings(on_node: OnNode) -> None:
         def back_to_the_operators() -> bool:
             return _common_name_of_issuer(on_node.presented_certificate()).startswith("coreio-ca@")
 
-        wait_for("the operator's own certificate again", back_to_the_operators, 90, every=1)
-        wait_for("the user's CA leaves", functools.partial(_bundle_is, on_node, operator_bundles), 60)
+        wait_until(
+            back_to_the_operators,
+            timeout=90,
+            interval=1,
+            message="the operator's own certificate again",
+            ignoring=CONVERGING,
+        )
+        wait_until(
+            functools.partial(_bundle_is, on_node, operator_bundles),
+            timeout=60,
+            interval=0.5,
+            message="the user's CA leaves",
+            ignoring=CONVERGING,
+        )
         time.sleep(2)
     on_node.timed("certificates the user brings: taken, CA replaced, given back", started)
     print(f"\nbring-your-own certificates: {traffic.ok} aggregated requests, {len(traffic.failures)} failed")
@@ -577,14 +680,16 @@ def test_an_operator_down_past_the_serving_certificates_end_recovers_at_start(on
     expired certificate to every new connection. Scaled back, the operator renews at once and the
     kubelet carries the new certificate into the pod's Secret volume, which the server reloads."""
     _scale_operator(on_node, 0)
-    wait_for(
-        "no operator pod",
+    wait_until(
         lambda: (
             not (on_node.get("pods", "-n", NS, "-l", "app.kubernetes.io/component=operator") or {}).get(
                 "items"
             )
         ),
-        120,
+        timeout=120,
+        interval=0.5,
+        message="no operator pod",
+        ignoring=CONVERGING,
     )
     serving = on_node.get("secret", "coreio-serving", "-n", NS)
     assert serving is not None
@@ -599,7 +704,9 @@ def test_an_operator_down_past_the_serving_certificates_end_recovers_at_start(on
         leaf = on_node.presented_certificate()
         return leaf.not_valid_after_utc.timestamp() > time.time() and on_node.aggregated_ok()
 
-    wait_for("a valid certificate served again", valid_again, timeout=120, every=1)
+    wait_until(
+        valid_again, timeout=120, interval=1, message="a valid certificate served again", ignoring=CONVERGING
+    )
     on_node.timed("operator scaled back after the serving certificate expired: served again", started)
     print(f"\nrecovery after the serving certificate expired: {time.monotonic() - started:.1f}s")
 
@@ -610,8 +717,12 @@ def test_deleting_a_refused_installation_removes_its_children(on_node: OnNode) -
         cluster.run(
             "patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":3}}'
         )
-        wait_for(
-            "refusal", lambda: on_node.condition("Ready").get("reason") == "SQLiteSingleReplica", timeout=60
+        wait_until(
+            lambda: on_node.condition("Ready").get("reason") == "SQLiteSingleReplica",
+            timeout=60,
+            interval=0.5,
+            message="refusal",
+            ignoring=CONVERGING,
         )
         cluster.run("delete", "installation", "coreio", "-n", NS, "--timeout=60s")
     for kind, name, ns in [
@@ -636,8 +747,20 @@ def test_etcd_storage_with_two_replicas(on_node: OnNode) -> None:
     started = time.monotonic()
     # No image: the operator's --default-image, the chart's image.
     cluster.apply(_installation("coreio", NS, {"replicas": 2, "storage": storage}))
-    wait_for("Available=True", lambda: on_node.status("Available") == "True", timeout=180)
-    wait_for("two API server pods Ready", lambda: len(on_node.ready_pods("apiserver")) == 2, timeout=120)
+    wait_until(
+        lambda: on_node.status("Available") == "True",
+        timeout=180,
+        interval=0.5,
+        message="Available=True",
+        ignoring=CONVERGING,
+    )
+    wait_until(
+        lambda: len(on_node.ready_pods("apiserver")) == 2,
+        timeout=120,
+        interval=0.5,
+        message="two API server pods Ready",
+        ignoring=CONVERGING,
+    )
     on_node.timed("etcd storage, two replicas: Available", started)
     deployment = on_node.get("deployment", "coreio", "-n", NS)
     assert deployment is not None
@@ -657,7 +780,13 @@ def test_helm_uninstall_without_the_operator_finishes(on_node: OnNode) -> None:
     once, removes the children itself and lets the Installation go; `helm uninstall` finishes well
     within the hook's 120 s wait, and nothing of coreio remains."""
     _scale_operator(on_node, 0)
-    wait_for("the Lease released", lambda: _lease_holder(on_node) == "", timeout=60)
+    wait_until(
+        lambda: _lease_holder(on_node) == "",
+        timeout=60,
+        interval=0.5,
+        message="the Lease released",
+        ignoring=CONVERGING,
+    )
     started = time.monotonic()
     on_node.helm("uninstall", "coreio", "-n", NS, "--wait")
     on_node.timed("helm uninstall --wait without the operator", started)

@@ -32,7 +32,8 @@ from tests.support.node_install import (
     OnNode,
     node_with_the_image,
 )
-from tests.support.traffic import AggregatedTraffic, wait_for
+from tests.support.traffic import AggregatedTraffic
+from tests.support.waiting import CONVERGING, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.node]
 
@@ -98,7 +99,13 @@ def test_helm_install_runs_the_operator_and_the_api_server_as_pods(on_node: OnNo
     started = time.monotonic()
     on_node.helm_install(VALUES)
     on_node.timed("helm install --wait (operator pod Ready)", started)
-    wait_for("Installation Available", lambda: on_node.status("Available") == "True", timeout=180)
+    wait_until(
+        lambda: on_node.status("Available") == "True",
+        timeout=180,
+        interval=0.5,
+        message="Installation Available",
+        ignoring=CONVERGING,
+    )
     on_node.timed("API server Available through the aggregator", started)
     pod = on_node.apiserver_pod()
     assert pod["spec"]["nodeName"] == NODE_NAME
@@ -168,7 +175,13 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
     to the API server's Deployment): the rollover must not depend on it (issue 22)."""
     started = time.monotonic()
     on_node.cluster.apply(*FROZEN_DEPLOYMENT)
-    wait_for("a child failing", lambda: on_node.status("Ready") == "False", timeout=60)
+    wait_until(
+        lambda: on_node.status("Ready") == "False",
+        timeout=60,
+        interval=0.5,
+        message="a child failing",
+        ignoring=CONVERGING,
+    )
     first = on_node.presented_certificate()
     first_ca = first.issuer.rfc4514_string()
     serials, issuers, bundles = {first.serial_number}, [first_ca], [_bundle(on_node)]
@@ -190,7 +203,13 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
     assert on_node.status("Ready") == "False"  # the Deployment failed all along
     for policy in FROZEN_DEPLOYMENT:
         on_node.cluster.run("delete", policy["kind"].lower(), policy["metadata"]["name"])
-    wait_for("the child repaired", lambda: on_node.status("Ready") == "True", timeout=60)
+    wait_until(
+        lambda: on_node.status("Ready") == "True",
+        timeout=60,
+        interval=0.5,
+        message="the child repaired",
+        ignoring=CONVERGING,
+    )
     print(
         f"rotation: {len(serials)} serving certificates, CAs {issuers}, {len(bundles)} caBundle states,"
         f" {traffic.ok} aggregated requests, {len(traffic.failures)} failed"
@@ -214,7 +233,13 @@ def test_certificates_rotate_through_the_kubelets_secret_volume(on_node: OnNode)
         mounted = on_node.cluster.run("exec", "-n", NS, name, "--", "cat", path).stdout
         return mounted == base64.b64decode(secret["data"]["tls.crt"]).decode()
 
-    wait_for("the mounted certificate is the Secret's", mounted_is_current, timeout=60, every=1)
+    wait_until(
+        mounted_is_current,
+        timeout=60,
+        interval=1,
+        message="the mounted certificate is the Secret's",
+        ignoring=CONVERGING,
+    )
 
 
 def _promoted(on_node: OnNode) -> bool:
@@ -229,7 +254,13 @@ def test_kube_apiserver_restarted_mid_rollover(on_node: OnNode) -> None:
     afresh at start, never fails a handshake with the pods (requests fail only while
     kube-apiserver is away or warming up). Killed, not stopped: its graceful stop here takes 30 s,
     which the 40 s serving certificate of this module would not outlive unrenewed."""
-    wait_for("the next CA promoted", lambda: _promoted(on_node), timeout=150, every=0.5)
+    wait_until(
+        lambda: _promoted(on_node),
+        timeout=150,
+        interval=0.5,
+        message="the next CA promoted",
+        ignoring=CONVERGING,
+    )
     first_ca = _bundle(on_node)[-1]  # the previous CA, last in the bundle
     with AggregatedTraffic(on_node.cluster) as traffic:
         time.sleep(1)
@@ -243,7 +274,13 @@ def test_kube_apiserver_restarted_mid_rollover(on_node: OnNode) -> None:
             issuer = leaf.issuer.rfc4514_string()
             return issuer != first_ca and _bundle(on_node) == (issuer,)
 
-        wait_for("the rollover finished after the restart", rolled, timeout=120, every=1)
+        wait_until(
+            rolled,
+            timeout=120,
+            interval=1,
+            message="the rollover finished after the restart",
+            ignoring=CONVERGING,
+        )
         on_node.timed("kube-apiserver restarted mid-rollover: rollover finished", started)
         settled = len(traffic.failures)
         time.sleep(5)
@@ -270,11 +307,12 @@ def test_a_killed_pod_is_replaced_and_the_data_survives(on_node: OnNode) -> None
     started = time.monotonic()
     runc_root = cluster.runtime.directory / "runc" / "k8s.io"
     cluster.in_node(["runc", "--root", str(runc_root), "kill", container_id, "KILL"])
-    wait_for(
-        "container restarted",
+    wait_until(
         lambda: on_node.apiserver_pod()["status"]["containerStatuses"][0]["restartCount"] == 1,
         timeout=120,
-        every=1,
+        interval=1,
+        message="container restarted",
+        ignoring=CONVERGING,
     )
     on_node.timed("container killed, restarted and Ready", started)
     _wait_for_data(on_node)
@@ -282,11 +320,12 @@ def test_a_killed_pod_is_replaced_and_the_data_survives(on_node: OnNode) -> None
     # The pod deleted: the Deployment makes another, which mounts the same claim.
     started = time.monotonic()
     cluster.run("delete", "pod", "-n", NS, before["metadata"]["name"], "--wait=false")
-    wait_for(
-        "replacement Ready",
+    wait_until(
         lambda: on_node.apiserver_pod()["metadata"]["name"] != before["metadata"]["name"],
         timeout=180,
-        every=1,
+        interval=1,
+        message="replacement Ready",
+        ignoring=CONVERGING,
     )
     on_node.timed("pod deleted, replaced and Ready", started)
     _wait_for_data(on_node)
@@ -297,7 +336,13 @@ def _wait_for_data(on_node: OnNode) -> None:
     """Both objects listed again, once the aggregator has seen the APIServices come back (it
     marks them unavailable while the one replica is down; kubectl's discovery follows)."""
     expected = ({"on-a-real-node"}, {"on-a-real-node"})
-    wait_for("the data listed again", lambda: _names(on_node) == expected, timeout=120, every=1)
+    wait_until(
+        lambda: _names(on_node) == expected,
+        timeout=120,
+        interval=1,
+        message="the data listed again",
+        ignoring=CONVERGING,
+    )
 
 
 def test_plain_helm_uninstall_removes_everything(on_node: OnNode) -> None:

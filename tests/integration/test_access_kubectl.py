@@ -39,11 +39,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
 def user_kubectl(kubectl: Path, server: ServerProcess, name: str, user: dict[str, str]) -> Kubectl:
     """kubectl with the server's kubeconfig, its admin credentials replaced by `user`'s."""
     return Kubectl(kubectl, server.user_kubeconfig(name, user))
@@ -79,7 +74,7 @@ def whoami(cli: Kubectl, *args: str) -> list[list[str]]:
 
 
 def test_whoami_for_a_token_user_a_certificate_user_and_an_impersonated_one(
-    admin: Kubectl, tina: Kubectl, carl: Kubectl
+    kubectl_cli: Kubectl, tina: Kubectl, carl: Kubectl
 ) -> None:
     assert whoami(tina) == [
         ["ATTRIBUTE", "VALUE"],
@@ -92,14 +87,14 @@ def test_whoami_for_a_token_user_a_certificate_user_and_an_impersonated_one(
         ["Username", "carl"],
         ["Groups", "[ops system:authenticated]"],
     ]
-    assert whoami(admin, "--as", "bob", "--as-group", "g1", "--as-uid", "u1") == [
+    assert whoami(kubectl_cli, "--as", "bob", "--as-group", "g1", "--as-uid", "u1") == [
         ["ATTRIBUTE", "VALUE"],
         ["Username", "bob"],
         ["UID", "u1"],
         ["Groups", "[g1 system:authenticated]"],
     ]
     review = json.loads(
-        admin.run("auth", "whoami", "-o", "json", "--as", "system:serviceaccount:team:robot").stdout
+        kubectl_cli.run("auth", "whoami", "-o", "json", "--as", "system:serviceaccount:team:robot").stdout
     )
     assert (review["kind"], review["apiVersion"]) == ("SelfSubjectReview", "authentication.k8s.io/v1")
     assert review["status"]["userInfo"] == {
@@ -108,7 +103,9 @@ def test_whoami_for_a_token_user_a_certificate_user_and_an_impersonated_one(
     }
 
 
-def test_impersonation_needs_the_right_to_it(admin: Kubectl, tina: Kubectl, server: ServerProcess) -> None:
+def test_impersonation_needs_the_right_to_it(
+    kubectl_cli: Kubectl, tina: Kubectl, server: ServerProcess
+) -> None:
     # Straight to the resource: kubectl's discovery reports a refusal as "unknown".
     refused = tina.run("get", "--raw", ev_path("team"), "--as", "alice", check=False)
     assert refused.returncode == 1
@@ -117,11 +114,11 @@ def test_impersonation_needs_the_right_to_it(admin: Kubectl, tina: Kubectl, serv
         ' "users" in API group "" at the cluster scope'
     )
     # The admin may impersonate, and then has alice's rights, not its own.
-    as_alice = admin.run("get", EV, "-n", "team", "--as", "alice", check=False)
+    as_alice = kubectl_cli.run("get", EV, "-n", "team", "--as", "alice", check=False)
     assert as_alice.returncode == 1
     assert 'User "alice" cannot list resource "events" in API group "events.core.io"' in as_alice.stderr
     bind(server, "team", "alice-views", "view", {"kind": "User", "name": "alice"})
-    assert admin.run("get", EV, "-n", "team", "--as", "alice").returncode == 0
+    assert kubectl_cli.run("get", EV, "-n", "team", "--as", "alice").returncode == 0
     # A group or uid without a user is upstream's plain-text 500.
     bare = Api(server)
     response = bare.get(ev_path("team"), headers={"Impersonate-Group": "g1"})
@@ -134,7 +131,7 @@ def test_impersonation_needs_the_right_to_it(admin: Kubectl, tina: Kubectl, serv
 
 
 def test_a_service_account_may_be_impersonated_with_a_namespaced_grant(
-    admin: Kubectl, tina: Kubectl, server: ServerProcess
+    kubectl_cli: Kubectl, tina: Kubectl, server: ServerProcess
 ) -> None:
     Api(server).post("/apis/events.core.io/v1/namespaces/ci/events", event("built", "ci"))
     impersonator = {"kind": "User", "name": "tina"}
@@ -157,7 +154,7 @@ def test_a_service_account_may_be_impersonated_with_a_namespaced_grant(
 
 
 def test_can_i_answers_as_the_authorizer_decides(
-    admin: Kubectl, tina: Kubectl, carl: Kubectl, server: ServerProcess
+    kubectl_cli: Kubectl, tina: Kubectl, carl: Kubectl, server: ServerProcess
 ) -> None:
     denied = carl.run("auth", "can-i", "list", EV, "-n", "ops", check=False)
     assert (denied.returncode, denied.stdout) == (1, "no\n")
@@ -165,14 +162,19 @@ def test_can_i_answers_as_the_authorizer_decides(
     assert carl.run("auth", "can-i", "list", EV, "-n", "ops").stdout == "yes\n"
     assert carl.run("auth", "can-i", "create", EV, "-n", "ops", check=False).stdout == "no\n"
     assert (
-        admin.run("auth", "can-i", "delete", "rolebindings.rbac.authorization.core.io", "-n", "x").stdout
+        kubectl_cli.run(
+            "auth", "can-i", "delete", "rolebindings.rbac.authorization.core.io", "-n", "x"
+        ).stdout
         == "yes\n"
     )
     assert (
-        admin.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", "--as-group", "ops").stdout
+        kubectl_cli.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", "--as-group", "ops").stdout
         == "yes\n"
     )
-    assert admin.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", check=False).stdout == "no\n"
+    assert (
+        kubectl_cli.run("auth", "can-i", "list", EV, "-n", "ops", "--as", "carl", check=False).stdout
+        == "no\n"
+    )
     assert tina.run("auth", "can-i", "get", "/healthz").stdout == "yes\n"
     assert tina.run("auth", "can-i", "get", "/metrics", check=False).stdout == "no\n"
 
@@ -210,9 +212,9 @@ def test_can_i_list_shows_the_rules_in_the_namespace(carl: Kubectl, server: Serv
 
 
 def test_the_audit_names_the_requestor_and_the_impersonated_user(
-    admin: Kubectl, server: ServerProcess
+    kubectl_cli: Kubectl, server: ServerProcess
 ) -> None:
-    admin.run("get", EV, "-n", "audited", "--as", "dora", "--as-group", "g9", check=False)
+    kubectl_cli.run("get", EV, "-n", "audited", "--as", "dora", "--as-group", "g9", check=False)
     audit = server.data_dir.parent / "audit.log"
 
     def impersonating_dora() -> list[dict[str, Any]]:
@@ -225,8 +227,10 @@ def test_the_audit_names_the_requestor_and_the_impersonated_user(
     assert found[-1]["responseStatus"]["code"] == 403
 
 
-def test_the_self_reviews_are_in_discovery_and_kubectl_creates_them(admin: Kubectl, carl: Kubectl) -> None:
-    listed = admin.run(
+def test_the_self_reviews_are_in_discovery_and_kubectl_creates_them(
+    kubectl_cli: Kubectl, carl: Kubectl
+) -> None:
+    listed = kubectl_cli.run(
         "api-resources", "--api-group=authorization.k8s.io", "-o", "wide", "--no-headers"
     ).stdout
     assert [line.split() for line in listed.splitlines()] == [

@@ -121,11 +121,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
 def _audit(server: ServerProcess, name: str, verb: str) -> dict[str, Any]:
     path = server.data_dir.parent / "audit.log"
 
@@ -140,18 +135,20 @@ def _audit(server: ServerProcess, name: str, verb: str) -> dict[str, Any]:
     return wait_until(logged, timeout=10, message=f"an audit event for {verb} {name}")
 
 
-def test_a_denied_binding_is_refused_in_upstreams_words(admin: Kubectl) -> None:
-    result = admin.run("create", "-f", "-", input=rolebinding("root", ENFORCED, "cluster-admin"), check=False)
+def test_a_denied_binding_is_refused_in_upstreams_words(kubectl_cli: Kubectl) -> None:
+    result = kubectl_cli.run(
+        "create", "-f", "-", input=rolebinding("root", ENFORCED, "cluster-admin"), check=False
+    )
     assert result.returncode == 1
     # A 422 with causes: kubectl prints the causes, as it does for kube-apiserver's own answer.
     assert result.stderr.strip() == (
         "The rolebindings \"root\" is invalid: : ValidatingAdmissionPolicy 'no-cluster-admin' with binding "
         "'no-cluster-admin-guarded' denied request: no bindings to cluster-admin"
     )
-    assert admin.run("get", RB, "root", "-n", ENFORCED, check=False).returncode == 1
+    assert kubectl_cli.run("get", RB, "root", "-n", ENFORCED, check=False).returncode == 1
     # Nothing else is refused, and a dry run is judged as the real write would be.
-    admin.run("create", "-f", "-", input=rolebinding("viewer", ENFORCED, "view"))
-    dry = admin.run(
+    kubectl_cli.run("create", "-f", "-", input=rolebinding("viewer", ENFORCED, "view"))
+    dry = kubectl_cli.run(
         "create",
         "--dry-run=server",
         "-f",
@@ -162,9 +159,9 @@ def test_a_denied_binding_is_refused_in_upstreams_words(admin: Kubectl) -> None:
     assert "denied request: no bindings to cluster-admin" in dry.stderr
 
 
-def test_an_update_to_a_denied_state_is_refused(admin: Kubectl) -> None:
-    admin.run("create", "-f", "-", input=rolebinding("promoted", ENFORCED, "view"))
-    result = admin.run(
+def test_an_update_to_a_denied_state_is_refused(kubectl_cli: Kubectl) -> None:
+    kubectl_cli.run("create", "-f", "-", input=rolebinding("promoted", ENFORCED, "view"))
+    result = kubectl_cli.run(
         "patch",
         RB,
         "promoted",
@@ -179,22 +176,24 @@ def test_an_update_to_a_denied_state_is_refused(admin: Kubectl) -> None:
     assert "roleRef" in result.stderr and "cannot change roleRef" in result.stderr
 
 
-def test_a_delete_sees_the_stored_object_as_old_object(admin: Kubectl) -> None:
-    admin.run("create", "-f", "-", input=rolebinding("keep-this", ENFORCED, "view"))
-    result = admin.run("delete", RB, "keep-this", "-n", ENFORCED, check=False)
+def test_a_delete_sees_the_stored_object_as_old_object(kubectl_cli: Kubectl) -> None:
+    kubectl_cli.run("create", "-f", "-", input=rolebinding("keep-this", ENFORCED, "view"))
+    result = kubectl_cli.run("delete", RB, "keep-this", "-n", ENFORCED, check=False)
     assert result.returncode == 1
     assert "denied request: kept bindings stay" in result.stderr
-    admin.run("create", "-f", "-", input=rolebinding("drop-this", ENFORCED, "view"))
-    admin.run("delete", RB, "drop-this", "-n", ENFORCED)
+    kubectl_cli.run("create", "-f", "-", input=rolebinding("drop-this", ENFORCED, "view"))
+    kubectl_cli.run("delete", RB, "drop-this", "-n", ENFORCED)
 
 
-def test_warn_and_audit_admit_with_a_warning_and_an_annotation(admin: Kubectl, server: ServerProcess) -> None:
-    result = admin.run("create", "-f", "-", input=rolebinding("warned-root", WARNED, "cluster-admin"))
+def test_warn_and_audit_admit_with_a_warning_and_an_annotation(
+    kubectl_cli: Kubectl, server: ServerProcess
+) -> None:
+    result = kubectl_cli.run("create", "-f", "-", input=rolebinding("warned-root", WARNED, "cluster-admin"))
     assert (
         "Warning: Validation failed for ValidatingAdmissionPolicy 'no-cluster-admin' with binding "
         "'no-cluster-admin-warned': no bindings to cluster-admin" in result.stderr
     )
-    assert admin.json("get", RB, "warned-root", "-n", WARNED)["roleRef"]["name"] == "cluster-admin"
+    assert kubectl_cli.json("get", RB, "warned-root", "-n", WARNED)["roleRef"]["name"] == "cluster-admin"
     event = _audit(server, "warned-root", "create")
     assert json.loads(event["annotations"]["validation.policy.admission.k8s.io/validation_failure"]) == [
         {
@@ -208,11 +207,11 @@ def test_warn_and_audit_admit_with_a_warning_and_an_annotation(admin: Kubectl, s
     assert event["annotations"]["no-cluster-admin/role"] == "cluster-admin"
 
 
-def test_params_come_from_the_files_config_map(admin: Kubectl) -> None:
-    result = admin.run("create", "-f", "-", input=rolebinding("editor", PARAMS, "edit"), check=False)
+def test_params_come_from_the_files_config_map(kubectl_cli: Kubectl) -> None:
+    result = kubectl_cli.run("create", "-f", "-", input=rolebinding("editor", PARAMS, "edit"), check=False)
     assert "Error from server (Forbidden)" in result.stderr
     assert "denied request: role edit is forbidden here" in result.stderr
-    admin.run("create", "-f", "-", input=rolebinding("viewer", PARAMS, "view"))
+    kubectl_cli.run("create", "-f", "-", input=rolebinding("viewer", PARAMS, "view"))
 
 
 def test_the_python_client_gets_the_status(server: ServerProcess) -> None:

@@ -57,11 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
 def events(server: ServerProcess, **fields: str) -> list[dict[str, Any]]:
     """The audit log's events whose top-level fields (and objectRef's name, as `name`) are `fields`."""
     path = server.data_dir.parent / "audit.log"
@@ -88,9 +83,9 @@ def settled(server: ServerProcess, count: int, **fields: str) -> list[dict[str, 
 
 
 def test_a_create_at_request_response_keeps_both_bodies_without_managed_fields(
-    admin: Kubectl, server: ServerProcess
+    kubectl_cli: Kubectl, server: ServerProcess
 ) -> None:
-    admin.run("create", "-f", "-", input=rolebinding_yaml("created", NAMESPACE))
+    kubectl_cli.run("create", "-f", "-", input=rolebinding_yaml("created", NAMESPACE))
     (complete,) = settled(server, 1, verb="create", name="created")
     (received,) = events(server, verb="create", stage="RequestReceived", auditID=complete["auditID"])
     assert (received["stage"], complete["stage"]) == ("RequestReceived", "ResponseComplete")
@@ -104,7 +99,7 @@ def test_a_create_at_request_response_keeps_both_bodies_without_managed_fields(
     assert response["metadata"]["name"] == "created" and response["metadata"]["uid"]
     assert "managedFields" not in response["metadata"]
     # What kubectl got back does carry them: only the audit log drops them.
-    assert admin.json("get", RB, "created", "-n", NAMESPACE, "--show-managed-fields")["metadata"][
+    assert kubectl_cli.json("get", RB, "created", "-n", NAMESPACE, "--show-managed-fields")["metadata"][
         "managedFields"
     ]
     assert complete["responseStatus"]["code"] == 201
@@ -112,16 +107,18 @@ def test_a_create_at_request_response_keeps_both_bodies_without_managed_fields(
     assert complete["annotations"]["authorization.k8s.io/decision"] == "allow"
 
 
-def test_a_get_logs_the_answer_and_a_list_only_the_request(admin: Kubectl, server: ServerProcess) -> None:
-    admin.run("create", "-f", "-", input=rolebinding_yaml("read", NAMESPACE))
-    admin.run("get", RB, "read", "-n", NAMESPACE, "-o", "json")
+def test_a_get_logs_the_answer_and_a_list_only_the_request(
+    kubectl_cli: Kubectl, server: ServerProcess
+) -> None:
+    kubectl_cli.run("create", "-f", "-", input=rolebinding_yaml("read", NAMESPACE))
+    kubectl_cli.run("get", RB, "read", "-n", NAMESPACE, "-o", "json")
     got = settled(server, 2, verb="get", name="read")
     assert [e["stage"] for e in got] == ["RequestReceived", "ResponseComplete"]
     assert got[1]["responseObject"]["metadata"]["name"] == "read"
     assert "managedFields" not in got[1]["responseObject"]["metadata"]
     assert "requestObject" not in got[1]  # a GET has no body
 
-    admin.run("get", RB, "-n", NAMESPACE)
+    kubectl_cli.run("get", RB, "-n", NAMESPACE)
     (listed,) = settled(server, 1, verb="list")
     # RequestReceived omitted by the rule; no answer kept at level Request.
     assert (listed["stage"], listed["level"]) == ("ResponseComplete", "Request")
@@ -134,8 +131,8 @@ def test_a_get_logs_the_answer_and_a_list_only_the_request(admin: Kubectl, serve
     }
 
 
-def test_a_watch_is_started_then_completed(admin: Kubectl, server: ServerProcess) -> None:
-    admin.run("get", RB, "-n", NAMESPACE, "--watch-only", "--request-timeout=2s", check=False)
+def test_a_watch_is_started_then_completed(kubectl_cli: Kubectl, server: ServerProcess) -> None:
+    kubectl_cli.run("get", RB, "-n", NAMESPACE, "--watch-only", "--request-timeout=2s", check=False)
     watched = settled(server, 3, verb="watch")
     assert [e["stage"] for e in watched] == ["RequestReceived", "ResponseStarted", "ResponseComplete"]
     assert {e["level"] for e in watched} == {"Metadata"}
@@ -157,9 +154,9 @@ def test_a_refused_request_logs_its_status_and_the_authorizers_word(
     assert complete["annotations"]["authorization.k8s.io/decision"] == "forbid"
 
 
-def test_requests_no_rule_matches_are_not_logged(admin: Kubectl, server: ServerProcess) -> None:
-    admin.run("get", "events.events.core.io", "-n", NAMESPACE)  # a list: matched by the list rule
-    admin.run("get", "events.events.core.io", "missing", "-n", NAMESPACE, check=False)
+def test_requests_no_rule_matches_are_not_logged(kubectl_cli: Kubectl, server: ServerProcess) -> None:
+    kubectl_cli.run("get", "events.events.core.io", "-n", NAMESPACE)  # a list: matched by the list rule
+    kubectl_cli.run("get", "events.events.core.io", "missing", "-n", NAMESPACE, check=False)
     time.sleep(0.5)  # time for events that must not be written to land (absence cannot be awaited)
     # A get of an Event matches no rule (the get rule names RoleBindings): level None.
     assert not events(server, verb="get", name="missing")

@@ -31,34 +31,29 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(kubectl: Path, server: ServerProcess) -> Kubectl:
-    return Kubectl(kubectl, server.kubeconfig)
-
-
 def test_there_are_examples_of_both_kinds() -> None:
     kinds = {yaml.safe_load(path.read_text())["kind"] for path in MANIFESTS}
     assert kinds == {"RoleBinding", "Event"}
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda path: path.name)
-def test_each_example_applies(admin: Kubectl, manifest: Path) -> None:
+def test_each_example_applies(kubectl_cli: Kubectl, manifest: Path) -> None:
     obj = yaml.safe_load(manifest.read_text())
-    applied = admin.run("apply", "--server-side", "-f", str(manifest))
+    applied = kubectl_cli.run("apply", "--server-side", "-f", str(manifest))
     kind = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}"
     assert applied.stdout == f"{kind}/{obj['metadata']['name']} serverside-applied\n"
     namespace = obj["metadata"]["namespace"]
-    stored = admin.json("get", kind, obj["metadata"]["name"], "-n", namespace, "--show-managed-fields")
+    stored = kubectl_cli.json("get", kind, obj["metadata"]["name"], "-n", namespace, "--show-managed-fields")
     assert stored["metadata"]["managedFields"][0]["manager"] == "kubectl"
 
 
-def test_the_examples_grant_what_they_say(admin: Kubectl, server: ServerProcess) -> None:
+def test_the_examples_grant_what_they_say(kubectl_cli: Kubectl, server: ServerProcess) -> None:
     for manifest in MANIFESTS:
-        admin.run("apply", "--server-side", "-f", str(manifest))
+        kubectl_cli.run("apply", "--server-side", "-f", str(manifest))
     wait_for_bindings(server)  # every worker's binding index follows the store's watch
 
     def can(*args: str) -> str:
-        return admin.run("auth", "can-i", *args, "-n", "team-a", check=False).stdout.strip()
+        return kubectl_cli.run("auth", "can-i", *args, "-n", "team-a", check=False).stdout.strip()
 
     assert can("list", "events.events.core.io", "--as", "alice") == "yes"
     assert can("create", "events.events.core.io", "--as", "alice") == "no"

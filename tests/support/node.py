@@ -215,9 +215,16 @@ class NodeCluster(ControlPlane):
         self._wait_ready()
 
     def _launch_kube_apiserver(self) -> None:
-        """In the node's namespace, as a daemon (also what `restart_kube_apiserver` starts again)."""
-        self.daemons = [d for d in self.daemons if d.name != "kube-apiserver"]
-        self.process = self._daemon("kube-apiserver", [str(self.kube_apiserver), *self.flags()]).process
+        """In the node's namespace, as a daemon (also what `restart_kube_apiserver` starts again).
+        Started again, it keeps its place among the daemons: `stop` goes through them in reverse,
+        so the node's components, which watch it, stop before it (a kube-apiserver stopped while
+        they watch drains them for 20 s and more, past `Daemon.stop`'s patience)."""
+        daemon = Daemon(
+            self.netns, "kube-apiserver", [str(self.kube_apiserver), *self.flags()], self.directory / "logs"
+        )
+        place = next((i for i, d in enumerate(self.daemons) if d.name == "kube-apiserver"), len(self.daemons))
+        self.daemons[place : place + 1] = [daemon.start()]
+        self.process = daemon.process
 
     def restart_kube_apiserver(self, down_seconds: float = 0.0, *, kill: bool = False) -> None:
         """As a control plane's rolling restart does: SIGTERM, SIGKILL after 30 s (a static pod's

@@ -27,7 +27,7 @@ from tests.support.gobuild import GoUnavailable
 from tests.support.helm import Helm
 from tests.support.node import NodeCluster, NodeUnavailable, check_node_prerequisites
 from tests.support.tools import helm_path
-from tests.support.traffic import wait_for
+from tests.support.waiting import CONVERGING, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "coreio"
@@ -79,7 +79,13 @@ class OnNode:
             assert self.get(kind, name, *(["-n", namespace] if namespace else [])) is None, (
                 f"{kind}/{name} left"
             )
-        wait_for("no pods left", lambda: (self.get("pods", "-n", NS) or {}).get("items") == [], timeout=120)
+        wait_until(
+            lambda: (self.get("pods", "-n", NS) or {}).get("items") == [],
+            timeout=120,
+            interval=0.5,
+            message="no pods left",
+            ignoring=CONVERGING,
+        )
         for kind in ("deployments", "services", "secrets", "jobs", "roles", "rolebindings"):
             found = self.get(kind, "-n", NS) or {"items": []}
             assert [i["metadata"]["name"] for i in found["items"]] == [], f"{kind} left in {NS}"

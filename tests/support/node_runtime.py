@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from tests.support.netns import Daemon, NetworkNamespace
 
@@ -38,9 +39,9 @@ int main(void) {
 """
 
 
-def _run(argv: list[str], *, timeout: float = 300, stdin: bytes | None = None) -> str:
+def _run(argv: list[str], *, timeout: float = 300, stdin: IO[bytes] | None = None) -> str:
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}  # BuildKit would fetch its frontend from a registry
-    done = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, check=False, env=env)
+    done = subprocess.run(argv, stdin=stdin, capture_output=True, timeout=timeout, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: {done.stderr.decode(errors='replace').strip()[-2000:]}")
     return done.stdout.decode(errors="replace")
@@ -135,9 +136,19 @@ class ContainerRuntime:
         return ["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args]
 
     def import_from_docker(self, docker: str, tag: str) -> None:
-        """`docker save tag | ctr images import -`."""
-        saved = subprocess.run([docker, "save", tag], capture_output=True, timeout=300, check=True).stdout
-        _run(self.ctr("images", "import", "--no-unpack", "-"), stdin=saved)
+        """`docker save tag | ctr images import -`, as a pipe: the import reads the image (half a
+        gigabyte) while docker writes it, rather than after."""
+        with subprocess.Popen(
+            [docker, "save", tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as saving:
+            assert saving.stdout is not None
+            try:
+                _run(self.ctr("images", "import", "--no-unpack", "-"), stdin=saving.stdout)
+            finally:
+                saving.stdout.close()
+                _, errors = saving.communicate(timeout=300)
+            if saving.returncode != 0:
+                raise RuntimeError(f"{docker} save {tag}: {errors.decode(errors='replace').strip()[-2000:]}")
 
     def images(self) -> list[str]:
         return _run(self.ctr("images", "list", "-q")).split()

@@ -1,30 +1,14 @@
-"""What the cluster install tests share: waiting for a condition, and a stream of aggregated
-requests that counts every failure (for rotations and restarts that must not drop one)."""
+"""What the cluster install tests share: a stream of aggregated requests that counts every failure
+(for rotations and restarts that must not drop one)."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any
 
 from tests.support.controlplane import ControlPlane
-from tests.support.waiting import wait_until
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
-    """`wait_until` as the node's tests ask it: a failed kubectl or an unreachable service is "not
-    yet", since the cluster is still converging."""
-    return wait_until(
-        check,
-        timeout=timeout,
-        interval=every,
-        message=what,
-        ignoring=(AssertionError, subprocess.SubprocessError, OSError),
-    )
 
 
 class AggregatedTraffic:

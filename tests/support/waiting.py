@@ -6,6 +6,9 @@ timeout they fail the test with an AssertionError naming what was awaited (`mess
 function given as `message` says then) and the last answer (or the last exception of the kinds
 `ignoring` lists, which count as "not yet").
 
+`CONVERGING` is what `ignoring` takes while a cluster converges (the node's tests): a failed kubectl,
+a kubectl that timed out, or an unreachable service is "not yet".
+
 A fixed sleep is for time itself being under test (a lease expiring, a timeout firing, a rate), and
 says so where it is written.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, overload
@@ -23,6 +27,7 @@ Message = str | Callable[[], str]
 
 TIMEOUT = 10.0
 INTERVAL = 0.05
+CONVERGING: tuple[type[Exception], ...] = (AssertionError, subprocess.SubprocessError, OSError)
 
 
 def wait_until(
