@@ -101,10 +101,18 @@ class Sized(Shape):
         return self.bound * max(1, members)
 
 
-class _Top(Sized):
-    """Nothing known: every bound is UNBOUNDED."""
+class Uniform(Shape):
+    """Any value of an activation known only by its extent: at most `bound` characters or
+    entries, at most `traversal` to traverse, and so is everything within it."""
 
-    __slots__ = ()
+    __slots__ = ("bound", "traversal")
+
+    def __init__(self, bound: int, traversal: int) -> None:
+        self.bound = bound
+        self.traversal = traversal
+
+    def size(self) -> int:
+        return self.bound
 
     def items(self) -> Shape:
         return self
@@ -116,10 +124,11 @@ class _Top(Sized):
         return self
 
     def walk(self) -> int:
-        return UNBOUNDED
+        return self.traversal
 
 
-TOP: Shape = _Top(UNBOUNDED)
+# Nothing known: every bound is UNBOUNDED.
+TOP: Shape = Uniform(UNBOUNDED, UNBOUNDED)
 SCALAR: Shape = Sized(1)
 EMPTY: Shape = Sized(0)
 
@@ -292,32 +301,6 @@ class SizeSummary:
             shape = Observed((self._activation[name],)) if name in self._activation else TOP
             self._shapes[name] = shape
         return shape
-
-
-class Uniform(Shape):
-    """Any value of an activation known only by its extent: at most `bound` characters or
-    entries, at most `traversal` to traverse, and so is everything within it."""
-
-    __slots__ = ("bound", "traversal")
-
-    def __init__(self, bound: int, traversal: int) -> None:
-        self.bound = bound
-        self.traversal = traversal
-
-    def size(self) -> int:
-        return self.bound
-
-    def items(self) -> Shape:
-        return self
-
-    def values(self) -> Shape:
-        return self
-
-    def field(self, name: str) -> Shape:
-        return self
-
-    def walk(self) -> int:
-        return self.traversal
 
 
 class Extent:
