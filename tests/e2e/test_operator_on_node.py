@@ -69,13 +69,7 @@ def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None
     started = time.monotonic()
     on_node.cluster.run("create", "namespace", "second")  # a RoleBinding goes there
     on_node.helm_install(VALUES)
-    wait_until(
-        lambda: on_node.status("Available") == "True",
-        timeout=180,
-        interval=0.5,
-        message="Available=True",
-        ignoring=CONVERGING,
-    )
+    on_node.wait_condition("Available", timeout=180)
     on_node.timed("helm install to Available", started)
     crd = on_node.get("crd", "installations.operator.core.io")
     assert crd is not None
@@ -354,13 +348,7 @@ def test_a_claim_resize_the_storage_cannot_do_is_reported(on_node: OnNode) -> No
     assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
     resize["spec"]["storage"]["sqlite"]["size"] = "1Gi"
     run("patch", "installation", "coreio", "-n", NS, "--type=merge", "-p", json.dumps(resize))
-    wait_until(
-        lambda: on_node.status("Ready") == "True",
-        timeout=60,
-        interval=0.5,
-        message="Ready again",
-        ignoring=CONVERGING,
-    )
+    on_node.wait_condition("Ready", timeout=60, message="Ready again")
 
 
 def _event(name: str, age_seconds: int, namespace: str = "default") -> JSON:
@@ -747,13 +735,7 @@ def test_etcd_storage_with_two_replicas(on_node: OnNode) -> None:
     started = time.monotonic()
     # No image: the operator's --default-image, the chart's image.
     cluster.apply(_installation("coreio", NS, {"replicas": 2, "storage": storage}))
-    wait_until(
-        lambda: on_node.status("Available") == "True",
-        timeout=180,
-        interval=0.5,
-        message="Available=True",
-        ignoring=CONVERGING,
-    )
+    on_node.wait_condition("Available", timeout=180)
     wait_until(
         lambda: len(on_node.ready_pods("apiserver")) == 2,
         timeout=120,

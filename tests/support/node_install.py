@@ -109,6 +109,17 @@ class OnNode:
     def status(self, kind: str) -> str:
         return str(self.condition(kind).get("status", ""))
 
+    def wait_condition(self, kind: str, timeout: float, message: str = "") -> None:
+        """Until the Installation's `kind` condition is True (kubectl's failures while the
+        cluster converges taken as "not yet")."""
+        wait_until(
+            lambda: self.status(kind) == "True",
+            timeout=timeout,
+            interval=0.5,
+            message=message or f"{kind}=True",
+            ignoring=CONVERGING,
+        )
+
     def ready_pods(self, component: str) -> list[JSON]:
         pods = self.get("pods", "-n", NS, "-l", f"app.kubernetes.io/component={component}")
         assert pods is not None
