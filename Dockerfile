@@ -24,11 +24,22 @@ COPY requirements/image.txt requirements/image.txt
 RUN pip --python /opt/coreio/bin/python install --no-cache-dir --only-binary=:all: \
         --requirement requirements/image.txt
 
-COPY pyproject.toml README.md ./
+# A C compiler for the modules mypyc compiles (setup.py), in this stage only: the runtime stage takes
+# the venv alone. The published image has Python's headers; a base on Debian's python3 needs its -dev.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && headers="$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+    && if [ ! -f "$headers/Python.h" ]; then apt-get install -y --no-install-recommends python3-dev; fi \
+    && rm -rf /var/lib/apt/lists/*
+
+COPY pyproject.toml setup.py README.md ./
 COPY apiserver apiserver
 COPY apiserver_operator apiserver_operator
 COPY kubectl_coreio kubectl_coreio
-RUN pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
+# COREIO_MYPYC=1: the build fails rather than ship the pure-Python fallback.
+RUN COREIO_MYPYC=1 pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
+    && /opt/coreio/bin/python -I -c "import apiserver.apply.structure as m; assert m.__file__.endswith('.so')" \
     && /opt/coreio/bin/coreio-apiserver --help > /dev/null \
     && /opt/coreio/bin/coreio-operator --help > /dev/null \
     && /opt/coreio/bin/kubectl-coreio --help > /dev/null

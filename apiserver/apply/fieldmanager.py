@@ -278,11 +278,12 @@ def restore_unchanged_times(new: JSON, old: JSON) -> None:
 # ----------------------------------------------------------------------------- conflicts
 
 
-@dataclass
 class ApplyConflicts(Exception):
     """Fields an apply would take from other managers: (manager identifier, path) pairs."""
 
-    conflicts: list[tuple[str, Path]]
+    def __init__(self, conflicts: list[tuple[str, Path]]) -> None:
+        super().__init__(conflicts)
+        self.conflicts = conflicts
 
     def status_error(self) -> StatusError:
         """upstream's NewConflictError: 409 Conflict with one cause per conflicting field."""

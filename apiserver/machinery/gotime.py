@@ -137,8 +137,11 @@ def parse(layout: str, text: str) -> datetime:
     """The instant `text` names in `layout` (one of the two above), in UTC and truncated to
     microseconds; TimeParseError with Go's message if Go refuses it."""
     direct = _canonical(layout, text)
-    if direct is not None:
-        return direct
+    return direct if direct is not None else parse_fully(layout, text)
+
+
+def parse_fully(layout: str, text: str) -> datetime:
+    """`parse` by Go's whole algorithm, for every form (parse reads clients' own forms directly)."""
     chunks = _CHUNKS[layout]
     value = text.encode()
     fields = _Fields()

@@ -16,6 +16,7 @@ import pytest
 
 from apiserver import pki
 from tests.support import image
+from tests.support.source_tree import MODULE_FILES, compiled_modules
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.image
@@ -60,6 +61,18 @@ def test_each_entry_point_answers(built: tuple[str, str], entrypoint: str) -> No
     client, tag = built
     answer = _docker(client, "run", *POD, f"--entrypoint={entrypoint}", tag, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout.lower(), answer.stderr[-2000:]
+
+
+def test_the_hot_modules_are_compiled_and_no_compiler_is_left(built: tuple[str, str]) -> None:
+    """The image runs the modules pyproject.toml names as mypyc's extensions; the compiler that built
+    them stayed in the builder stage."""
+    client, tag = built
+    modules = compiled_modules()
+    answer = _docker(client, "run", *POD, "--entrypoint=python", tag, "-c", MODULE_FILES, *modules)
+    files = answer.stdout.split()
+    assert len(files) == len(modules) and all(f.endswith(".so") for f in files), answer.stderr[-2000:]
+    compilers = _docker(client, "run", *POD, "--entrypoint=sh", tag, "-c", "command -v gcc cc || true")
+    assert compilers.stdout.strip() == ""
 
 
 def test_the_root_filesystem_is_read_only(built: tuple[str, str]) -> None:

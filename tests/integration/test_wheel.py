@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_tree import MODULE_FILES, compiled_modules, tracked_copy
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,28 +59,18 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeou
     return done.stdout
 
 
-def _tracked_copy(destination: Path) -> Path:
-    """The files git tracks, as a fresh clone holds them (no .venv, no build leftovers)."""
-    listed = _run("git", "ls-files", "-z", cwd=ROOT).split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read_bytes())
-            target.chmod(source.stat().st_mode & 0o777)
-    return destination
-
-
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tracked_copy(tmp_path_factory.mktemp("source"))
+    return tracked_copy(tmp_path_factory.mktemp("source"))
 
 
 @pytest.fixture(scope="module")
 def dist(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist, and the wheel built from it with the hot modules compiled (as CI and the image build
+    it: COREIO_MYPYC=1 fails the build rather than fall back)."""
     out = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source, cwd=source)
+    env = {**os.environ, "COREIO_MYPYC": "1"}
+    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source, cwd=source, env=env)
     return out
 
 
@@ -125,6 +116,43 @@ def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path
     )
     imported = set(_run(installed / "python", "-c", program, cwd=tmp_path).split())
     assert imported == _tree_modules(), (_tree_modules() - imported, imported - _tree_modules())
+
+
+def test_the_wheel_carries_the_compiled_modules_and_loads_them(
+    dist: Path, installed: Path, tmp_path: Path
+) -> None:
+    """Each module pyproject.toml names is in the wheel as an extension beside its source, and the
+    installed server imports the extension."""
+    (wheel,) = dist.glob("*.whl")
+    assert f"-cp3{sys.version_info.minor}-" in wheel.name, wheel.name
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in compiled_modules():
+        stem = module.replace(".", "/")
+        assert f"{stem}.py" in names, module
+        assert any(n.startswith(f"{stem}.cpython-") and n.endswith(".so") for n in names), module
+    loaded = _run(installed / "python", "-c", MODULE_FILES, *compiled_modules(), cwd=tmp_path).split()
+    assert loaded and all(line.endswith(".so") for line in loaded), loaded
+
+
+def test_without_a_compiler_the_wheel_is_pure_python(source: Path, tmp_path: Path) -> None:
+    """Where no C compiler is found, the build says so in one line and installs the pure modules."""
+    env = {**os.environ, "CC": "/nonexistent/cc"}
+    env.pop("COREIO_MYPYC", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path, source],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "coreio build: no C compiler (/nonexistent/cc): the pure-Python modules are installed" in (
+        done.stdout + done.stderr
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -143,7 +143,18 @@ def test_builder_installs_pinned_wheels_without_cache(dockerfile: str) -> None:
     runs = " ".join(args_of(stages(dockerfile)[0], "RUN"))
     assert "--only-binary=:all: --requirement requirements/image.txt" in runs
     assert "--no-deps ." in runs
-    assert runs.count("install --no-cache-dir") == runs.count("install")
+    pip_installs = re.findall(r"\bpip\b[^&;|]*\binstall\b", runs)
+    assert pip_installs
+    assert runs.count("install --no-cache-dir") == len(pip_installs)
+
+
+def test_builder_compiles_the_hot_modules(dockerfile: str) -> None:
+    """The project is installed with COREIO_MYPYC=1 (a failed compile fails the build, never a pure
+    image), after the builder stage installed a C compiler."""
+    runs = args_of(stages(dockerfile)[0], "RUN")
+    (project,) = [r for r in runs if "--no-deps ." in r]
+    assert project.startswith("COREIO_MYPYC=1 pip ")
+    assert any("apt-get install -y --no-install-recommends gcc libc6-dev" in r for r in runs)
 
 
 def test_entrypoints_and_defaults(final_stage: list[Instruction]) -> None:

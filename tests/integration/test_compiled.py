@@ -1,0 +1,63 @@
+"""The same tests against the compiled modules (issue 24): the wheels and the image carry the modules
+pyproject.toml names compiled with mypyc, while the rest of the suite runs the source tree. Here a
+copy of the tracked files gets them built in place (an extension module is imported before the
+source beside it) and the unit suite and the API's own integration tests run there, with the
+servers they start importing the same compiled modules.
+
+mypyc compiles what type-checks and can still answer differently at run time: a native class takes
+no attribute it does not declare, a dataclass cannot be an exception, and a call between compiled
+functions ignores a monkeypatch. Those differences fail here, not in a user's cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.source_tree import MODULE_FILES, compiled_modules, tracked_copy
+
+# The API tests that drive the compiled modules hardest: managed fields and apply (apiserver.apply),
+# decoding and field validation (schema), writes and lists (strategy, stored, objectmeta).
+INTEGRATION = (
+    "tests/integration/test_server_side_apply.py",
+    "tests/integration/test_api_writes.py",
+    "tests/integration/test_field_validation.py",
+    "tests/integration/test_decode_errors.py",
+    "tests/integration/test_api_list_watch.py",
+)
+
+
+def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COREIO_MYPYC": "1", "PYTHONPATH": str(cwd)}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def compiled_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tracked files with the compiled modules built beside their sources."""
+    tree = tracked_copy(tmp_path_factory.mktemp("compiled"))
+    built = _run([sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"], tree, timeout=600)
+    assert built.returncode == 0, built.stderr[-4000:]
+    return tree
+
+
+def test_the_copy_imports_every_named_module_compiled(compiled_tree: Path) -> None:
+    done = _run([sys.executable, "-c", MODULE_FILES, *compiled_modules()], compiled_tree, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = done.stdout.split()
+    assert len(files) == len(compiled_modules())
+    assert all(f.startswith(str(compiled_tree)) and f.endswith(".so") for f in files), files
+
+
+def test_the_unit_and_api_tests_pass_against_the_compiled_modules(compiled_tree: Path) -> None:
+    done = _run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "tests/unit", *INTEGRATION],
+        compiled_tree,
+        timeout=900,
+    )
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert " passed" in summary and " failed" not in summary, summary
