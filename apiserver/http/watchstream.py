@@ -23,6 +23,15 @@ from apiserver.registry.store import WatchEventOut
 SEND_TIMEOUT_KEY = web.AppKey("watch_send_timeout", float)
 # The name of a shared event's JSON watch line among its encodings (WatchEventOut.encodings), by
 # type: an object's encodings may be shared by events of different types.
+# Bytes of events a watch queues before waiting for its client (the events a turn of the loop hands
+# it go out together; past this it waits, its inbox fills, and the storage ends it if it lags on).
+PENDING_BYTES = 256 * 1024
+# While events keep coming, a watch writes at most this often (seconds): what arrives meanwhile goes
+# out in the same write. Upstream writes whenever its queue is empty; here a write costs a Python
+# core a TLS record and a send(2), and at 1,000 Events/s asked to 200 watches grouping them 5 ms
+# raised the Events written from 347 to 597/s (bench.watch), while one Event every 20 ms still goes
+# out at once.
+WRITE_INTERVAL = 0.005
 WATCH_LINE_ENCODINGS = {
     event_type: f"json-watch-line-{event_type}" for event_type in ("ADDED", "MODIFIED", "DELETED")
 }
@@ -59,6 +68,7 @@ async def stream_watch(
                         break
                     if event.type == "ERROR":
                         break
+        await sender.flush()
     except TimeoutError:
         pass
     except ConnectionResetError:
@@ -107,10 +117,13 @@ def _ended_at_shutdown(
 
 
 class WatchWriter:
-    """Writes a watch's events; cuts the connection of a client that accepted nothing for
-    `patience` seconds (0: never). What it has not read is lost anyway: it resumes from its last
-    event. One timer a stream, moved on only when it fires, bounds every write: a timeout of each
-    write's own would cost more than the write."""
+    """Writes a watch's events, several at a time: the events a watch takes in one turn of the event
+    loop, or within WRITE_INTERVAL of its last write, go out in one write (a storage commit wakes
+    every watch at once: one write a watch instead of one an event is what lets a fan-out keep up).
+    Cuts the connection of a client that
+    accepted nothing for `patience` seconds (0: never); what it has not read is lost anyway: it
+    resumes from its last event. One timer a stream, moved on only when it fires, bounds every
+    write: a timeout of each write's own would cost more than the write."""
 
     def __init__(self, request: web.Request, response: web.StreamResponse, patience: float) -> None:
         self._request = request
@@ -120,12 +133,53 @@ class WatchWriter:
         self._writing_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._stalled = False
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._flusher: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self._last_write = 0.0
 
     async def send(self, data: bytes) -> bool:
-        """Writes one event; False when the connection was cut for a stall."""
+        """Queues one event for the next write; False when the connection was cut for a stall. Waits
+        while more than PENDING_BYTES are queued (the client is slower than the watch)."""
+        if self._failure is not None:
+            raise self._failure
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._flusher is None:
+            self._flusher = self._loop.create_task(self._flush())
+        if self._pending_bytes > PENDING_BYTES:
+            await self.flush()
+        return not self._stalled
+
+    async def flush(self) -> bool:
+        """Waits until every queued event is written; False when the connection was cut for a stall."""
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
+        if self._failure is not None:
+            raise self._failure
+        return not self._stalled
+
+    async def _flush(self) -> None:
+        try:
+            wait = self._last_write + WRITE_INTERVAL - self._loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            while self._pending and not self._stalled:
+                self._last_write = self._loop.time()
+                data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+                self._pending.clear()
+                self._pending_bytes = 0
+                await self._write(data)
+        except Exception as exc:  # the client left, say: raised where the stream's own task is
+            self._failure = exc
+        finally:
+            self._flusher = None
+
+    async def _write(self, data: bytes) -> None:
         if self._patience <= 0:
             await self._response.write(data)
-            return True
+            return
         self._writing_since = since = self._loop.time()
         if self._timer is None:
             self._timer = self._loop.call_at(since + self._patience, self._check)
@@ -133,7 +187,6 @@ class WatchWriter:
             await self._response.write(data)
         finally:
             self._writing_since = None
-        return not self._stalled
 
     def _check(self) -> None:
         """The timer: cuts a write that has waited `patience`, waits on for a younger one, and
@@ -151,6 +204,10 @@ class WatchWriter:
             self._request.transport.abort()
 
     def close(self) -> None:
+        """Stops the timer and any write still waiting (the stream has ended)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None

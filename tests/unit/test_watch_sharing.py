@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from apiserver.http import codec, responses
+from apiserver.http import codec, responses, watchstream
 from apiserver.http.watchstream import WatchWriter, encoded, watch_line
 from apiserver.machinery.options import ListOptions, WriteOptions
 from apiserver.machinery.selectors import parse_label_selector
@@ -306,17 +306,21 @@ def writer(accepted: int, patience: float) -> tuple[WatchWriter, Request, Respon
 
 
 async def test_a_client_that_accepts_nothing_for_the_send_timeout_is_cut_off() -> None:
-    sender, request, _ = writer(accepted=2, patience=0.2)
+    sender, request, response = writer(accepted=1, patience=0.2)
     assert await sender.send(b"1\n") and await sender.send(b"2\n")
+    assert await sender.flush()
     await asyncio.sleep(0.15)  # most of the patience spent before the write that stalls
     loop = asyncio.get_running_loop()
+    assert await sender.send(b"3\n")  # queued: the write that stalls is the flush's
     started = loop.time()
     async with asyncio.timeout(5):
-        assert not await sender.send(b"3\n")
+        assert not await sender.flush()
     # The write that stalled had the whole timeout, though the timer was started before it.
     assert loop.time() - started >= 0.2
     assert request.transport.aborted.is_set()
+    assert not await sender.send(b"4\n")
     sender.close()
+    assert response.written[0] == b"1\n2\n"
 
 
 async def test_clients_that_keep_reading_are_never_cut_off() -> None:
@@ -324,6 +328,44 @@ async def test_clients_that_keep_reading_are_never_cut_off() -> None:
     for index in range(20):
         assert await sender.send(b"%d\n" % index)
         await asyncio.sleep(0.01)  # a client that keeps reading, at its pace
+    assert await sender.flush()
     sender.close()
     assert not request.transport.aborted.is_set()
-    assert len(response.written) == 20
+    assert b"".join(response.written) == b"".join(b"%d\n" % index for index in range(20))
+    assert len(response.written) == 20  # 10 ms apart: each went out on its own, at once
+
+
+async def test_the_events_of_one_turn_go_out_in_one_write() -> None:
+    """A commit wakes every watch at once: what a watch takes before it yields is one write, and
+    what comes within WRITE_INTERVAL of a write waits for the next one."""
+    sender, _, response = writer(accepted=1000, patience=0)
+    for index in range(3):
+        await sender.send(b"%d\n" % index)
+    await asyncio.sleep(0)  # the write starts
+    await sender.send(b"3\n")
+    await sender.send(b"4\n")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await sender.flush()
+    assert response.written == [b"0\n1\n2\n", b"3\n4\n"]
+    assert loop.time() - started >= watchstream.WRITE_INTERVAL * 0.9
+    sender.close()
+
+
+async def test_a_watch_waits_for_its_client_past_the_pending_bound() -> None:
+    sender, _, response = writer(accepted=1, patience=0)
+    await sender.send(b"x" * 10)
+    await sender.flush()
+    event = b"y" * (watchstream.PENDING_BYTES // 4)
+
+    async def send_six() -> None:
+        for _ in range(6):
+            await sender.send(event)
+
+    sends = asyncio.create_task(send_six())
+    await asyncio.sleep(0.05)
+    # The client accepts nothing more: the sends past the bound wait, nothing is dropped.
+    assert not sends.done()
+    assert len(response.written) == 1
+    sends.cancel()
+    sender.close()
