@@ -38,6 +38,7 @@ from apiserver.config import Settings
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
 from apiserver.http.system import SystemEndpoints
 from apiserver.http.workermetrics import WorkerSet
+from apiserver.machinery import eventloop
 from apiserver.machinery.manifest import ManifestError
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.stored import storage_root
@@ -321,10 +322,11 @@ async def serve_on(
     await site.start()
     log.log(
         logging.INFO if announce else logging.DEBUG,
-        "coreio-apiserver serving on %s (storage: %s%s)",
+        "coreio-apiserver serving on %s (storage: %s%s; event loop: %s)",
         reached.url,
         started.storage,
         f"; {workers.count} workers" if workers else "",
+        eventloop.name(),
     )
     if reached.kubeconfig is not None and announce:
         log.info(
@@ -532,4 +534,4 @@ def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
     """`serve` in a fresh event loop; an interrupt before the signal handlers are set ends quietly.
     StartError: why the server could not start."""
     with suppress(KeyboardInterrupt):
-        asyncio.run(serve(settings, kinds))
+        eventloop.run(serve(settings, kinds))

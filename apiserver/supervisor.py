@@ -13,7 +13,6 @@ does the server: the others are stopped and the supervisor exits non-zero, for w
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import dataclasses
 import gc
@@ -34,6 +33,7 @@ from typing import NoReturn
 from apiserver import logs, server
 from apiserver.config import Settings
 from apiserver.http.workermetrics import WorkerSet
+from apiserver.machinery import eventloop
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 
@@ -214,7 +214,7 @@ def _work(
         os.setpgid(0, 0)
         _die_with_the_supervisor()
         logs.configure(settings.log_format, worker=workers.index)
-        asyncio.run(_serve(workers, settings, kinds, sock, reached, lifeline))
+        eventloop.run(_serve(workers, settings, kinds, sock, reached, lifeline))
     except server.StartError as exc:
         os.write(errors, f"{exc}\n".encode())
         code = 1

@@ -1,8 +1,10 @@
 """Where one coreio worker spends its time under load: py-spy records it while wrk GETs one Event
-or creates Events, on a fresh etcd 3.6 (the bench's), and the hottest functions are printed, by
-inclusive and by own time. The profiles the closing notes quote come from here:
+or creates Events, or while the bench's watch fan-out runs (200 watches, Events written at 1,000/s
+asked: bench.watch), on a fresh etcd 3.6 (the bench's) or on SQLite, and the hottest functions are
+printed, by inclusive and by own time. The profiles the closing notes quote come from here:
 
-    .venv/bin/python -m bench.profile get       # or: create; --connections 16 --seconds 7
+    .venv/bin/python -m bench.profile get       # or: create, watch; --connections 16 --seconds 7
+    .venv/bin/python -m bench.profile watch --storage sqlite --workers 2
 
 Needs wrk and py-spy (`pip install -e '.[bench]'`); py-spy may need ptrace rights (root, or
 CAP_SYS_PTRACE in a container).
@@ -23,6 +25,7 @@ from pathlib import Path
 from bench import client, wrk
 from bench.events import body_template
 from bench.processes import Target, start_coreio, write_token_file
+from bench.watch import fan_out
 from tests.support.etcd import EtcdProcess
 
 NAMESPACE = "profile"
@@ -71,7 +74,25 @@ def _load(target: Target, mode: str, scratch: Path) -> tuple[str, str, list[str]
     return target.url + path, "create.lua", [path, target.token, f"p{secrets.token_hex(3)}", str(body)]
 
 
-def profile(mode: str, connections: int, seconds: float, workers: int) -> str:
+def _recorder(spy: str, target: Target, seconds: float, workers: int, raw: Path) -> subprocess.Popen[bytes]:
+    command = [spy, "record", "-p", str(target.pid), "-d", str(int(seconds)), "-r", "250"]
+    if workers != 1:
+        command.append("--subprocesses")  # the supervisor only waits; its workers serve
+    return subprocess.Popen([*command, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL)
+
+
+def _loaded(target: Target, mode: str, connections: int, seconds: float, scratch: Path) -> str:
+    """Loads `target` for `seconds` as `mode` asks; what the load achieved, in a line."""
+    if mode == "watch":
+        got = fan_out(target, 200, 1000.0, seconds)
+        written = f"{got.rate:,.0f} Events/s written"
+        return f"watch, 200 watches: {written}, p99 {got.p99 * 1000:.0f} ms, {got.lost} lost"
+    url, script, args = _load(target, mode, scratch)
+    result = wrk.run(url, connections, seconds + 2, script, args)
+    return f"{mode} c={connections}: {result.rate:,.0f}/s, {result.errors} errors"
+
+
+def profile(mode: str, connections: int, seconds: float, workers: int, storage: str) -> str:
     # Installed beside this Python (a virtualenv not on PATH), or on PATH.
     beside = Path(sys.executable).parent / "py-spy"
     spy = str(beside) if beside.exists() else shutil.which("py-spy")
@@ -79,37 +100,33 @@ def profile(mode: str, connections: int, seconds: float, workers: int) -> str:
         raise SystemExit("bench.profile: py-spy is missing: pip install -e '.[bench]'")
     with tempfile.TemporaryDirectory(prefix="coreio-profile-") as directory:
         scratch = Path(directory)
-        etcd = EtcdProcess()
-        endpoint = etcd.start()
+        etcd = EtcdProcess() if storage == "etcd" else None
+        flags = [f"--workers={workers}"]
+        if etcd is not None:
+            flags += ["--etcd-servers", etcd.start(), "--etcd-prefix", "/profile"]
         token_file, token = write_token_file(scratch)
-        storage = ["--etcd-servers", endpoint, "--etcd-prefix", "/profile", f"--workers={workers}"]
-        target = start_coreio("coreio-etcd", scratch, token_file, token, storage)
+        target = start_coreio(f"coreio-{storage}", scratch, token_file, token, flags)
         try:
-            url, script, args = _load(target, mode, scratch)
             raw = scratch / "profile.txt"
-            command = [spy, "record", "-p", str(target.pid), "-d", str(int(seconds)), "-r", "250"]
-            if workers != 1:
-                command.append("--subprocesses")  # the supervisor only waits; its workers serve
-            recorder = subprocess.Popen([*command, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL)
-            result = wrk.run(url, connections, seconds + 2, script, args)
+            recorder = _recorder(spy, target, seconds, workers, raw)
+            achieved = _loaded(target, mode, connections, seconds, scratch)
             recorder.wait(timeout=seconds + 30)
-            rate = (
-                f"{mode} c={connections}, {workers} worker(s): {result.rate:,.0f}/s, {result.errors} errors"
-            )
-            return rate + "\n" + summary(raw.read_text())
+            return f"{achieved} ({storage}, {workers} worker(s))\n" + summary(raw.read_text())
         finally:
             target.stop()
-            etcd.stop()
+            if etcd is not None:
+                etcd.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("get", "create"))
+    parser.add_argument("mode", choices=("get", "create", "watch"))
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=7.0)
     parser.add_argument("--workers", type=int, default=1, help="coreio workers (the profile is the first's)")
+    parser.add_argument("--storage", choices=("etcd", "sqlite"), default="etcd")
     options = parser.parse_args(argv)
-    print(profile(options.mode, options.connections, options.seconds, options.workers))
+    print(profile(options.mode, options.connections, options.seconds, options.workers, options.storage))
     return 0
 
 

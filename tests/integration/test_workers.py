@@ -151,7 +151,9 @@ def test_sigterm_stops_every_worker_and_exits_0(tmp_path: Path) -> None:
     assert not any(alive(pid) for pid in workers)
     log = server.log_file.read_text()
     assert log.count("serving on") == 1, "only the first worker says where it serves"
-    assert f"serving on {server.url} (storage: sqlite" in log and f"; {WORKERS} workers)" in log
+    assert f"serving on {server.url} (storage: sqlite" in log and f"; {WORKERS} workers;" in log
+    # uvloop's loop is installed with coreio on Linux (apiserver.machinery.eventloop).
+    assert "event loop: uvloop.Loop)" in log
 
 
 def test_a_worker_that_dies_ends_the_server_with_status_1(tmp_path: Path) -> None:
