@@ -102,10 +102,16 @@ class MeteredStorage:
             return await self.inner.get(key)
 
     async def list(
-        self, prefix: str, *, start: str | None = None, limit: int = 0, revision: int = 0
+        self,
+        prefix: str,
+        *,
+        start: str | None = None,
+        limit: int = 0,
+        revision: int = 0,
+        counted: bool = True,
     ) -> ListResult:
         with self.metrics.timed("list", self.type):
-            return await self.inner.list(prefix, start=start, limit=limit, revision=revision)
+            return await self.inner.list(prefix, start=start, limit=limit, revision=revision, counted=counted)
 
     async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
         with self.metrics.timed("create", self.type):

@@ -108,7 +108,13 @@ class CachedStorage:
         return await self.backend.get(key)
 
     async def list(
-        self, prefix: str, *, start: str | None = None, limit: int = 0, revision: int = 0
+        self,
+        prefix: str,
+        *,
+        start: str | None = None,
+        limit: int = 0,
+        revision: int = 0,
+        counted: bool = True,
     ) -> ListResult:
         cache = self._cache(prefix)
         if cache is not None and cache.ready:
@@ -116,7 +122,7 @@ class CachedStorage:
                 return cache.page(prefix, start, limit)
             if not revision and await cache.fresh():
                 return cache.page(prefix, start, limit)
-        return await self.backend.list(prefix, start=start, limit=limit, revision=revision)
+        return await self.backend.list(prefix, start=start, limit=limit, revision=revision, counted=counted)
 
     def watch(
         self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0

@@ -151,7 +151,7 @@ class ResourceCache:
 
     async def _list(self) -> tuple[SortedState, int]:
         state = SortedState()
-        page = await self.storage.list(self.root, limit=LIST_PAGE)
+        page = await self.storage.list(self.root, limit=LIST_PAGE, counted=False)
         revision = page.revision
         while True:
             for kv in page.items:
@@ -159,7 +159,9 @@ class ResourceCache:
             if not (page.more and page.items):
                 return state, revision
             start = page.items[-1].key + "\x00"
-            page = await self.storage.list(self.root, start=start, limit=LIST_PAGE, revision=revision)
+            page = await self.storage.list(
+                self.root, start=start, limit=LIST_PAGE, revision=revision, counted=False
+            )
 
     def _apply(self, event: WatchEvent) -> None:
         if event.type is not EventType.PROGRESS:

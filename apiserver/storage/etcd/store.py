@@ -123,6 +123,7 @@ class EtcdStorage:
         start: str | None = None,
         limit: int = 0,
         revision: int = 0,
+        counted: bool = True,  # etcd counts the range in any case
     ) -> ListResult:
         first = self._keys.key(prefix)
         begin = first if start is None else max(first, self._keys.key(start))

@@ -124,8 +124,9 @@ class SQLiteStorage:
         start: str | None = None,
         limit: int = 0,
         revision: int = 0,
+        counted: bool = True,
     ) -> ListResult:
-        return await self._run(self._log.list, prefix, start, limit, revision)
+        return await self._run(self._log.list, prefix, start, limit, revision, counted)
 
     async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
         return await self._write(functools.partial(self._log.create, key, value, expiry(ttl)))

@@ -236,7 +236,9 @@ class RevisionLog:
         if revision < self.compacted:
             raise CompactedError(revision, self.compacted)
 
-    def list(self, prefix: str, start: str | None, limit: int, revision: int) -> ListResult:
+    def list(
+        self, prefix: str, start: str | None, limit: int, revision: int, counted: bool = True
+    ) -> ListResult:
         if revision:
             self._check_revision(revision)
         at = revision or self.latest()
@@ -250,7 +252,8 @@ class RevisionLog:
         remaining = 0
         if more:
             del items[limit:]
-            remaining = self._db.count_live(items[-1].key, high, at, after_low=True)
+            if counted:
+                remaining = self._db.count_live(items[-1].key, high, at, after_low=True)
         return ListResult(items, at, more, remaining)
 
     def changes(self, prefix: str, after: int, watched_from: int) -> Changes:

@@ -89,6 +89,18 @@ async def test_limit_equal_to_the_count_has_no_more(store: Storage) -> None:
     assert (result.more, result.remaining) == (False, 0)
 
 
+async def test_an_uncounted_page_is_the_same_page(store: Storage) -> None:
+    """counted=False (the watch cache's fill) gives the same keys and `more`; `remaining` is 0 or
+    the count, as the backend finds cheaper."""
+    for name in "abcde":
+        await store.create(f"/r/{name}", b"x")
+    counted = await store.list("/r/", limit=2)
+    uncounted = await store.list("/r/", limit=2, revision=counted.revision, counted=False)
+    assert keys(uncounted) == keys(counted) == ["/r/a", "/r/b"]
+    assert uncounted.more and uncounted.revision == counted.revision
+    assert uncounted.remaining in (0, counted.remaining) and counted.remaining == 3
+
+
 async def test_start_is_inclusive(store: Storage) -> None:
     for name in "abc":
         await store.create(f"/r/{name}", b"x")
