@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
@@ -38,7 +40,12 @@ from apiserver.http.namespaces import ImplicitNamespaces
 from apiserver.http.openapi import OpenAPIService
 from apiserver.http.responses import object_response
 from apiserver.http.selfreviews import SelfReviewEndpoints
-from apiserver.http.system import STORAGE_READINESS_HOOK, SystemEndpoints, await_storage_readiness
+from apiserver.http.system import (
+    STORAGE_INITIALIZATION_TIMEOUT,
+    STORAGE_READINESS_HOOK,
+    SystemEndpoints,
+    await_storage_readiness,
+)
 from apiserver.http.watchstream import SEND_TIMEOUT_KEY
 from apiserver.http.workermetrics import WorkerSet, serve_own
 from apiserver.http.workermetrics import gathered as gathered_metrics
@@ -50,7 +57,7 @@ from apiserver.registry.store import ResourceStore
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.resources.rolebinding import ACCESS_REVIEWS, GROUP
-from apiserver.storage.interface import Storage
+from apiserver.storage.interface import Readiness, Storage
 from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
 STORAGE_KEY = web.AppKey("storage", Storage)
@@ -124,7 +131,7 @@ def build_app(
     if settings.etcd_count_metric_poll_period > 0:
         counting = hooks.add("storage-object-count-tracker-hook")
         period = settings.etcd_count_metric_poll_period if reporter else 0.0
-        _add_object_counts(app, metrics, stores, period, counting)
+        _add_object_counts(app, metrics, stores, period, counting, storage)
     _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
@@ -280,10 +287,12 @@ def _add_object_counts(
     stores: Sequence[ResourceStore],
     period: float,
     started: Callable[[], None],
+    storage: Storage,
 ) -> None:
     """`apiserver_storage_objects` of each kind, counted every `period` seconds while the server
     runs, as upstream's storage-object-count-tracker does (0: by another worker); `started` once it
-    runs."""
+    runs. The first count waits for the watch caches: on SQLite a count is a scan of the whole
+    range, and run beside the caches' initial lists it delayed readiness after a restart."""
     counted = [
         (store.kind, store.storage, store.prefix(None))
         for store in stores
@@ -291,9 +300,17 @@ def _add_object_counts(
     ]
     tasks = BackgroundTasks()
 
+    async def observe() -> None:
+        if isinstance(storage, Readiness):
+            # As the readiness hook does, it stops waiting after a while (the count says -1 then).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STORAGE_INITIALIZATION_TIMEOUT):
+                    await storage.wait_ready()
+        await metrics.observe_counts(counted, period)
+
     async def start(_app: web.Application) -> None:
         if period > 0:
-            tasks.start(metrics.observe_counts(counted, period), name="coreio-object-counts")
+            tasks.start(observe(), name="coreio-object-counts")
         started()
 
     async def stop(_app: web.Application) -> None:
