@@ -8,6 +8,7 @@ replaced and `expires_at` the wall-clock expiry of a key written with a TTL (onl
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 import time
 from dataclasses import astuple, dataclass
@@ -15,6 +16,9 @@ from typing import Any
 
 # How long opening the file waits for another process opening it too.
 OPEN_TIMEOUT = 5.0
+# kv_name_id_deleted covers a list's choice of each key's newest live row, read from the index
+# alone (it replaced kv_name_id, on (name, id), whose lists read every row's `deleted` from the
+# table: a restart's list of 100,000 Events went from 0.49 to 0.36 s).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -27,7 +31,8 @@ CREATE TABLE IF NOT EXISTS kv (
     old_value BLOB,
     expires_at REAL
 );
-CREATE INDEX IF NOT EXISTS kv_name_id ON kv (name, id);
+CREATE INDEX IF NOT EXISTS kv_name_id_deleted ON kv (name, id, deleted);
+DROP INDEX IF EXISTS kv_name_id;
 CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
@@ -91,6 +96,9 @@ def key_range(prefix: str) -> tuple[str, str | None]:
                 bumped = 0xE000
             return prefix, "".join(chars) + chr(bumped)
     return prefix, None
+
+
+_NAME = operator.itemgetter(0)
 
 
 def _newest_alive(high: str | None, after_low: bool, params: list[Any]) -> str:
@@ -190,16 +198,20 @@ class Dialect:
     def live_rows(
         self, select: str, low: str, high: str | None, at: int, *, after_low: bool, limit: int
     ) -> Rows:
-        """Runs `select` over the keys in [low, high) (or (low, high) with `after_low`) that exist
-        at revision `at`, by key. With a limit, fetches one row more so the caller can tell whether
-        more remain."""
+        """Runs `select` (whose first column is kv.name) over the keys in [low, high) (or (low,
+        high) with `after_low`) that exist at revision `at`, by key. With a limit, fetches one row
+        more so the caller can tell whether more remain. The rows come in the subquery's key order
+        but SQL does not promise it: they are sorted here, which for rows in order costs one pass,
+        where SQLite's ORDER BY sorted every page again in a temporary B-tree (a third of a
+        restart's list)."""
         params: list[Any] = [low, at]
         newest = _newest_alive(high, after_low, params)
         if limit:
             newest += " ORDER BY name LIMIT ?"
             params.append(limit + 1)
-        sql = f"{select} FROM kv JOIN ({newest}) AS newest USING (id) ORDER BY kv.name"
-        return self.conn.execute(sql, params).fetchall()
+        rows = self.conn.execute(f"{select} FROM kv JOIN ({newest}) AS newest USING (id)", params).fetchall()
+        rows.sort(key=_NAME)  # UTF-8's byte order (SQLite's BINARY collation) is code point order
+        return rows
 
     def count_live(self, low: str, high: str | None, at: int, *, after_low: bool) -> int:
         """How many keys in [low, high) (or (low, high)) exist at revision `at`."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from apiserver.storage.interface import EventType, KeyExistsError, RevisionConflictError, WatchOverflowError
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from apiserver.storage.sqlite.dialect import _DUE as DUE
-from apiserver.storage.sqlite.dialect import Dialect
+from apiserver.storage.sqlite.dialect import SCHEMA, Dialect, _newest_alive
 from tests.integration.storage.helpers import next_event, take
 from tests.support.waiting import async_wait_until
 
@@ -139,3 +140,41 @@ def test_the_ttl_sweep_finds_due_keys_through_the_expiry_index(sqlite_path: str)
         dialect.close()
     assert any("USING INDEX kv_expires_at" in step for step in plan), plan
     assert not any(step.startswith("SCAN kv") for step in plan), plan
+
+
+async def test_a_list_chooses_its_keys_from_the_covering_index_of_a_migrated_file(sqlite_path: str) -> None:
+    """A file from before kv_name_id_deleted (its index on (name, id) only) gets the covering index
+    when opened, loses the old one, and lists as before, in key order."""
+    old = sqlite3.connect(sqlite_path)
+    old.executescript(
+        SCHEMA.replace("kv_name_id_deleted ON kv (name, id, deleted)", "kv_name_id ON kv (name, id)").replace(
+            "DROP INDEX IF EXISTS kv_name_id;", ""
+        )
+    )
+    old.close()
+    store = await open_store(sqlite_path)
+    try:
+        for name in ("c", "a", "é", "b", "z"):
+            await store.create(f"/s/{name}", name.encode())
+        await store.delete("/s/b")
+        assert [kv.key for kv in (await store.list("/s/", limit=3)).items] == ["/s/a", "/s/c", "/s/z"]
+        assert [kv.key for kv in (await store.list("/s/")).items] == ["/s/a", "/s/c", "/s/z", "/s/é"]
+    finally:
+        await store.close()
+    dialect = Dialect.connect(sqlite_path)
+    try:
+        indexes = {
+            row[0] for row in dialect.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+        at = dialect.conn.execute("SELECT MAX(id) FROM kv").fetchone()[0]
+        params: list[object] = ["/s/", at]
+        plan = [
+            row[3]
+            for row in dialect.conn.execute(
+                f"EXPLAIN QUERY PLAN {_newest_alive('/s0', False, params)}", params
+            )
+        ]
+    finally:
+        dialect.close()
+    assert "kv_name_id_deleted" in indexes and "kv_name_id" not in indexes, indexes
+    assert any("USING COVERING INDEX kv_name_id_deleted" in step for step in plan), plan
