@@ -17,7 +17,6 @@ from bench.report import (
     COREIO_SQLITE,
     CREATE,
     CREATE_GENERATED,
-    CREATES,
     ETCD_RAW,
     FRESH,
     GET,
@@ -27,6 +26,7 @@ from bench.report import (
     LIST_PAGE,
     LISTS,
     MEMORY,
+    ONE_WORKER,
     READY,
     RESTART,
     Row,
@@ -63,13 +63,15 @@ def load(
     section: str,
     url: Callable[[Target], str],
     args: Callable[[Target], list[str]],
+    targets: list[Target] | None = None,
 ) -> list[Row]:
-    """wrk at each connection count against every server, `url` and script `args` per server."""
+    """wrk at each connection count against every server (or `targets`), `url` and script `args`
+    per server."""
     rows: list[Row] = []
-    script = "create.lua" if section in CREATES else "read.lua"
+    script = "create.lua" if section.startswith(CREATE) else "read.lua"
     for connections in options.connections:
         found = wrk_rows(section, connections)
-        for target in stack.targets:
+        for target in targets or stack.targets:
             settle(pids(stack))
             duration = options.list_duration if section in LISTS else options.duration
             result = wrk.run(url(target), connections, duration, script, args(target))
@@ -133,37 +135,78 @@ def reads(stack: Stack, options: Options) -> list[Row]:
     return rows
 
 
-def creates(stack: Stack, options: Options, scratch: Path) -> list[Row]:
-    """wrk's create script against each server; aetcd's create-if-absent transactions beside."""
-    for target in stack.targets:
+def create_load(
+    scratch: Path, run: str, body: str
+) -> tuple[Callable[[Target], str], Callable[[Target], list[str]]]:
+    """wrk's create script's URL and arguments per server, with the body `body` (`body`: named
+    Events; `generated`: generateName) that `write_bodies` wrote."""
+
+    def args(target: Target) -> list[str]:
+        path = target.events_path(CREATE_NAMESPACE)
+        # wrk's connection count is not known here; a run id and the thread id keep names unique.
+        prefix = f"c{run}-{secrets.token_hex(3)}"
+        return [path, target.token, prefix, str(scratch / f"{target.name}-{body}.json")]
+
+    def url(target: Target) -> str:
+        return target.url + target.events_path(CREATE_NAMESPACE)
+
+    return url, args
+
+
+def write_bodies(targets: list[Target], scratch: Path) -> None:
+    for target in targets:
         asyncio.run(client.ensure_namespaces(target, [CREATE_NAMESPACE]))
         template = scratch / f"{target.name}-body.json"
         template.write_text(body_template(target.group_version, CREATE_NAMESPACE))
         generated = scratch / f"{target.name}-generated.json"
         generated.write_text(generated_name_template(target.group_version, CREATE_NAMESPACE))
+
+
+def creates(stack: Stack, options: Options, scratch: Path) -> list[Row]:
+    """wrk's create script against each server; aetcd's create-if-absent transactions beside."""
+    write_bodies(stack.targets, scratch)
     run = secrets.token_hex(3)
-
-    def args(body: str) -> Callable[[Target], list[str]]:
-        def for_target(target: Target) -> list[str]:
-            path = target.events_path(CREATE_NAMESPACE)
-            # wrk's connection count is not known here; a run id and the thread id keep names unique.
-            prefix = f"c{run}-{secrets.token_hex(3)}"
-            return [path, target.token, prefix, str(scratch / f"{target.name}-{body}.json")]
-
-        return for_target
-
-    def url(target: Target) -> str:
-        return target.url + target.events_path(CREATE_NAMESPACE)
-
-    rows = load(stack, options, CREATE, url, args("body"))
+    rows = load(stack, options, CREATE, *create_load(scratch, run, "body"))
     # The same Events named by the server (generateName): a name made, and retried if taken.
-    generated_rows = load(stack, options, CREATE_GENERATED, url, args("generated"))
+    generated_rows = load(stack, options, CREATE_GENERATED, *create_load(scratch, run, "generated"))
     for row in rows:
         if row.metric == "rate" and row.connections is not None:
             raw = etcdraw.raw_creates(stack.etcd.client_url, row.connections, options.duration)
             say(f"  raw etcd c={row.connections}: {raw.rate:,.0f}/s")
             record([r for r in rows if r.connections == row.connections], ETCD_RAW, raw)
     return rows + generated_rows
+
+
+def kube_figure(rows: list[Row], section: str, metric: str, connections: int | None) -> float | None:
+    """kube-apiserver's figure in `rows` for that measurement, if it was measured."""
+    for row in rows:
+        if (row.section, row.metric, row.connections) == (section, metric, connections):
+            return row.values.get(KUBE)
+    return None
+
+
+def one_worker(stack: Stack, options: Options, scratch: Path, measured: list[Row]) -> list[Row]:
+    """GETs and creates with each coreio restarted on --workers=1, then restarted as it was;
+    kube-apiserver's figures are copied from the same loads in `measured`."""
+    coreios = [stack.coreio_etcd, stack.coreio_sqlite]
+    commands = {target.name: target.command for target in coreios}
+    for target in coreios:
+        target.command = [*target.command, "--workers=1"]
+        restart(target)
+    try:
+        rows = load(stack, options, GET + ONE_WORKER, one_event, token_args, coreios)
+        rows += load(
+            stack, options, CREATE + ONE_WORKER, *create_load(scratch, secrets.token_hex(3), "body"), coreios
+        )
+    finally:
+        for target in coreios:
+            target.command = commands[target.name]
+            restart(target)
+    for row in rows:
+        kube = kube_figure(measured, row.section.removesuffix(ONE_WORKER), row.metric, row.connections)
+        if kube is not None:
+            row.values[KUBE] = kube
+    return rows
 
 
 def watches(stack: Stack, options: Options, rate: float) -> list[Row]:

@@ -16,12 +16,16 @@ COLUMNS = (COREIO_ETCD, COREIO_SQLITE, KUBE, ETCD_RAW)
 COREIOS = (COREIO_ETCD, COREIO_SQLITE)
 RSS_LIMIT = 2.5
 READY_LIMIT = 2.0
+LIST_FACTOR = 2.0  # LISTs were met at 1.43x kube-apiserver: the target was raised (issue 24)
 SAME_LOAD = 0.9  # a watch fan-out's write rate, as a share of kube-apiserver's, to compare latencies
 
 CREATE = "create"
 CREATE_GENERATED = "create (generateName)"
 CREATES = (CREATE, CREATE_GENERATED)
 GET = "GET one Event"
+# The same loads with each coreio restarted on --workers=1 (two by default on 2 cores): the scaling
+# per core. Their kube-apiserver column is its figure of the section above.
+ONE_WORKER = ", 1 coreio worker"
 LIST_ALL = "LIST all namespaces"
 LIST_NS = "LIST one namespace"
 LIST_PAGE = "LIST page of 500"
@@ -93,13 +97,16 @@ def rows_of_section(rows: list[Row], section: str) -> list[Row]:
     return [row for row in rows if row.section == section]
 
 
-def at_least_kube(rows: list[Row], sections: tuple[str, ...], column: str) -> tuple[bool | None, str]:
-    """Whether every throughput of `sections` is at least kube-apiserver's; the worst ratio."""
+def at_least_kube(
+    rows: list[Row], sections: tuple[str, ...], column: str, factor: float = 1.0
+) -> tuple[bool | None, str]:
+    """Whether every throughput of `sections` is at least `factor` times kube-apiserver's; the
+    worst ratio."""
     ratios = [(ratio, row) for row in rows_of(rows, sections, "rate") if (ratio := row.ratio(column))]
     if not ratios:
         return None, "not measured"
     worst, row = min(ratios, key=lambda pair: pair[0])
-    return worst >= 1.0, f"worst {worst:.2f}x ({row.section} c={row.connections})"
+    return worst >= factor, f"worst {worst:.2f}x ({row.section} c={row.connections})"
 
 
 def watch_sections(rows: list[Row]) -> list[str]:
@@ -145,7 +152,7 @@ def verdicts(rows: list[Row]) -> list[Verdict]:
     checks: list[tuple[str, Callable[[str], tuple[bool | None, str]]]] = [
         ("creates ≥ 1.0x kube-apiserver", lambda c: at_least_kube(rows, CREATES, c)),
         ("GET ≥ 1.0x kube-apiserver", lambda c: at_least_kube(rows, (GET,), c)),
-        ("LIST ≥ 1.0x kube-apiserver", lambda c: at_least_kube(rows, LISTS, c)),
+        (f"LIST ≥ {LIST_FACTOR:.1f}x kube-apiserver", lambda c: at_least_kube(rows, LISTS, c, LIST_FACTOR)),
         ("watch p99 ≤ kube-apiserver's, 0 lost", lambda c: watch_verdict(rows, c)),
         (f"RSS ≤ {RSS_LIMIT}x stored JSON", lambda c: rss_verdict(rows, c)),
         (f"ready ≤ {READY_LIMIT:.0f} s", lambda c: ready_verdict(rows, c)),

@@ -115,9 +115,10 @@ def verdict_of(rows: list[Row], target: str) -> tuple[bool | None, bool | None]:
 
 def test_throughput_targets_need_every_connection_count_at_least_kube() -> None:
     rows = [rate_row(CREATE, 1, 900.0, 1100.0, 1000.0), rate_row(CREATE, 64, 2000.0, 1500.0, 1500.0)]
-    rows += [rate_row(GET, 16, 3000.0, 3000.0, 2000.0), rate_row(LIST_ALL, 16, 10.0, 30.0, 20.0)]
+    rows += [rate_row(GET, 16, 3000.0, 3000.0, 2000.0), rate_row(LIST_ALL, 16, 30.0, 40.0, 20.0)]
     assert verdict_of(rows, "creates") == (False, True)
     assert verdict_of(rows, "GET") == (True, True)
+    # LISTs must reach twice kube-apiserver's rate: 1.5x is not enough.
     assert verdict_of(rows, "LIST") == (False, True)
     detail = next(v for v in verdicts(rows) if v.target.startswith("creates")).detail[COREIO_ETCD]
     assert detail == "worst 0.90x (create c=1)"
