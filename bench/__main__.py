@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -46,7 +47,13 @@ def provenance(options: Options) -> str:
         ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False
     )
     flags = " ".join(options.coreio_args) or "none"
-    return f"coreio at {done.stdout.strip() or 'unknown'}; extra coreio flags: {flags}; {os.cpu_count()} CPUs"
+    # The servers run `python -m apiserver` from here: compiled when the modules were built in place.
+    compiled = importlib.util.find_spec("apiserver.apply.structure")
+    modules = "compiled" if compiled and str(compiled.origin).endswith(".so") else "pure Python"
+    return (
+        f"coreio at {done.stdout.strip() or 'unknown'} ({modules} modules); extra coreio flags: {flags};"
+        f" {os.cpu_count()} CPUs"
+    )
 
 
 def keep_logs(scratch: Path, logs: Path) -> None:
