@@ -302,7 +302,7 @@ def _add_object_counts(
 
     async def observe() -> None:
         if isinstance(storage, Readiness):
-            # As the readiness hook does, it stops waiting after a while (the count says -1 then).
+            # As the readiness hook does, it stops waiting after a while and counts all the same.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(STORAGE_INITIALIZATION_TIMEOUT):
                     await storage.wait_ready()

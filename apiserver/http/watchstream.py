@@ -21,8 +21,6 @@ from apiserver.registry.store import WatchEventOut
 # storage ends a watch that falls too far behind (an ERROR 410 once the writer catches up). This
 # frees the connection, the buffered data and the storage watch of a client that stopped reading.
 SEND_TIMEOUT_KEY = web.AppKey("watch_send_timeout", float)
-# The name of a shared event's JSON watch line among its encodings (WatchEventOut.encodings), by
-# type: an object's encodings may be shared by events of different types.
 # Bytes of events a watch queues before waiting for its client (the events a turn of the loop hands
 # it go out together; past this it waits, its inbox fills, and the storage ends it if it lags on).
 PENDING_BYTES = 256 * 1024
@@ -32,6 +30,8 @@ PENDING_BYTES = 256 * 1024
 # raised the Events written from 347 to 597/s (bench.watch), while one Event every 20 ms still goes
 # out at once.
 WRITE_INTERVAL = 0.005
+# The name of a shared event's JSON watch line among its encodings (WatchEventOut.encodings), by
+# type: an object's encodings may be shared by events of different types.
 WATCH_LINE_ENCODINGS = {
     event_type: f"json-watch-line-{event_type}" for event_type in ("ADDED", "MODIFIED", "DELETED")
 }
@@ -120,10 +120,10 @@ class WatchWriter:
     """Writes a watch's events, several at a time: the events a watch takes in one turn of the event
     loop, or within WRITE_INTERVAL of its last write, go out in one write (a storage commit wakes
     every watch at once: one write a watch instead of one an event is what lets a fan-out keep up).
-    Cuts the connection of a client that
-    accepted nothing for `patience` seconds (0: never); what it has not read is lost anyway: it
-    resumes from its last event. One timer a stream, moved on only when it fires, bounds every
-    write: a timeout of each write's own would cost more than the write."""
+    Cuts the connection of a client that accepted nothing for `patience` seconds (0: never); what
+    it has not read is lost anyway: it resumes from its last event. One timer a stream, moved on
+    only when it fires, bounds every write: a timeout of each write's own would cost more than the
+    write."""
 
     def __init__(self, request: web.Request, response: web.StreamResponse, patience: float) -> None:
         self._request = request
