@@ -69,7 +69,13 @@ def _compiled_extensions() -> list[Any]:
         return []
     from mypyc.build import mypycify
 
-    return list(mypycify([*MYPY_FLAGS, *COMPILED], opt_level="3", group_name="coreio"))
+    try:
+        return list(mypycify([*MYPY_FLAGS, *COMPILED], opt_level="3", group_name="coreio"))
+    except (Exception, SystemExit) as exc:  # mypyc exits on a type error (a newer pydantic, say)
+        if CHOICE == "1":
+            raise
+        _say(f"mypyc could not compile ({exc!r}): the pure-Python modules are installed")
+        return []
 
 
 class OptionalBuildExt(build_ext):

@@ -61,3 +61,24 @@ def test_the_unit_and_api_tests_pass_against_the_compiled_modules(compiled_tree:
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in summary and " failed" not in summary, summary
+
+
+def test_a_module_mypyc_refuses_falls_back_to_pure_python_unless_required(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A compiled module that no longer type-checks (a newer pydantic's types, say) leaves an `auto`
+    build pure, with one line, and fails a COREIO_MYPYC=1 build (the image's) outright."""
+    tree = tracked_copy(tmp_path_factory.mktemp("refused"))
+    with (tree / "apiserver" / "machinery" / "gotime.py").open("a") as module:
+        module.write('\n_REFUSED: int = "not an int"\n')
+    command = [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("COREIO_MYPYC", None)
+    fallback = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    assert fallback.returncode == 0, fallback.stderr[-3000:]
+    assert "coreio build: mypyc could not compile" in fallback.stderr
+    assert not list(tree.rglob("*.so"))
+    required = subprocess.run(
+        command, cwd=tree, env={**env, "COREIO_MYPYC": "1"}, capture_output=True, text=True, timeout=300
+    )
+    assert required.returncode != 0
