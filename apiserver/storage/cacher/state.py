@@ -33,14 +33,9 @@ class SortedState:
         return self._values.get(key)
 
     def put(self, kv: KeyValue) -> None:
-        key = kv.key
-        if key not in self._values:
-            keys = self._keys
-            if not keys or key > keys[-1]:
-                keys.append(key)  # the initial list's keys come in order
-            else:
-                bisect.insort(keys, key)
-        self._values[key] = kv
+        if kv.key not in self._values:
+            bisect.insort(self._keys, kv.key)
+        self._values[kv.key] = kv
 
     def remove(self, key: str) -> None:
         if self._values.pop(key, None) is not None:
