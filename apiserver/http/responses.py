@@ -186,7 +186,7 @@ def list_response(request: web.Request, listed: ObjectList, fmt: OutputFormat) -
         return object_response(request, listed.body(), fmt=fmt)
     pretty = _pretty(request, fmt)
     items = ((shared.obj, shared.encodings) for shared in listed.shared())
-    if request.method == "HEAD" or listed.size_hint() < STREAM_LIST_BYTES:
+    if request.method == "HEAD" or listed.smaller_than(STREAM_LIST_BYTES):
         body = codec.encode_json_list(listed.head, items, pretty=pretty)
         return _response(request, 200, body, fmt.media_type, {})
     # Far above the gzip threshold, so compressed whenever the client accepts it.

@@ -17,12 +17,14 @@ DECODED_OBJECTS = 2_000
 
 
 class SharedObject:
-    """One stored object at one revision: typed, and its encodings by encoder name."""
+    """One stored object at one revision: typed, and its encodings by encoder name; `source` is the
+    pair it was decoded from, `value` that pair's value."""
 
-    __slots__ = ("encodings", "obj", "value")
+    __slots__ = ("encodings", "obj", "source", "value")
 
-    def __init__(self, obj: JSON, value: bytes) -> None:
+    def __init__(self, obj: JSON, source: KeyValue, value: bytes) -> None:
         self.obj = obj
+        self.source = source
         self.value = value
         self.encodings: dict[str, bytes] = {}
 
@@ -49,8 +51,12 @@ class DecodedObjects:
         at = (kv.key, kv.mod_revision)
         # Taken out and put back: the least recently read come first, to be dropped first.
         found = self._decoded.pop(at, None)
-        if found is None or not (found.value is kv.value or found.value == kv.value):
-            found = SharedObject(self.objects.typed(self.objects.from_kv(kv)), kv.value)
+        # The same pair again (a watch cache's) has the same value: no need to read it, which for a
+        # packed pair means unpacking it.
+        if found is None or not (found.source is kv or found.value == kv.value):
+            value = kv.value
+            obj = self.objects.typed(self.objects.decode(value, kv.mod_revision, kv.key))
+            found = SharedObject(obj, kv, value)
             kv.mark_decodes()
         self._decoded[at] = found
         if len(self._decoded) > self._capacity:
@@ -83,9 +89,15 @@ class ObjectList:
         for kv in self.entries:
             yield self._decoded.get(kv)
 
-    def size_hint(self) -> int:
-        """About how many bytes the items take encoded (their stored size)."""
-        return sum(len(kv.value) for kv in self.entries)
+    def smaller_than(self, size: int) -> bool:
+        """Whether the items take fewer than `size` bytes encoded (about their stored size), read
+        no further than it takes to tell."""
+        total = 0
+        for kv in self.entries:
+            total += len(kv.value)
+            if total >= size:
+                return False
+        return True
 
     def body(self) -> JSON:
         """The whole list object, every item decoded (shared objects: read them, never change

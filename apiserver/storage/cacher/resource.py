@@ -12,8 +12,13 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
+import zstandard
+
+from apiserver.machinery import tasks
+from apiserver.machinery.memory import release_free_memory
 from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
+from apiserver.storage.cacher.packing import Codec, Packer
 from apiserver.storage.cacher.state import SortedState, Window
 from apiserver.storage.interface import (
     CompactedError,
@@ -35,6 +40,9 @@ FRESHNESS_TIMEOUT = 3.0
 # How long the cache waits before it lists and watches the storage again after its watch failed.
 RESTART_DELAY = 0.5
 LIST_PAGE = 10_000
+# How many values are packed again between two turns of the event loop after a codec is trained:
+# about 4 ms of work.
+REPACK_CHUNK = 1_000
 
 
 class ResourceCache:
@@ -53,19 +61,22 @@ class ResourceCache:
         # How a consistent read learns the storage's current revision (shared reads, say).
         self._current_revision = current_revision or storage.current_revision
         self.root = root
-        self.state = SortedState()
+        self.packer = Packer()
+        self.state = SortedState(self.packer)
         self.window = Window(window_size)
         self.revision = 0
         self.filled = asyncio.Event()  # set while the cache is ready
         self._broadcaster = Broadcaster(watch_buffer)
         self._advanced = asyncio.Event()
         self._tasks = BackgroundTasks()  # the one storage watch feeding the cache
+        self._training: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._tasks.start(self._run(), name=f"watch-cache {self.root}")
 
     async def close(self) -> None:
         await self._tasks.stop()
+        await tasks.stop(self._training)
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
 
     @property
@@ -148,9 +159,10 @@ class ResourceCache:
                     log.info(
                         "watch cache of %s ready at revision %d (%d objects)", self.root, revision, len(state)
                     )
+                self._pack_later()
 
     async def _list(self) -> tuple[SortedState, int]:
-        state = SortedState()
+        state = SortedState(self.packer)
         page = await self.storage.list(self.root, limit=LIST_PAGE, counted=False)
         revision = page.revision
         while True:
@@ -171,6 +183,33 @@ class ResourceCache:
         if event.revision > self.revision:
             self.revision = event.revision
             self._advanced.set()
+
+    # -- packing -----------------------------------------------------------------------------------
+
+    def _pack_later(self) -> None:
+        """Trains a (new) codec and packs the values held with it, in the background, when the
+        packer says it is time (and no training is under way)."""
+        if (self._training is None or self._training.done()) and self.packer.due(len(self.state)):
+            self._training = asyncio.create_task(self._train(), name=f"watch-cache packing {self.root}")
+
+    async def _train(self) -> None:
+        state = self.state
+        held = len(state)
+        try:
+            codec = await asyncio.to_thread(Codec.train, state.samples())
+        except zstandard.ZstdError as error:
+            self.packer.untrainable(held)
+            log.info("watch cache of %s keeps its %d values whole: %s", self.root, held, error)
+            return
+        self.packer.trained(codec)
+        keys = state.all_keys()
+        for start in range(0, len(keys), REPACK_CHUNK):
+            if state is not self.state:  # filled anew meanwhile, packed as it was filled
+                return
+            state.repack(keys[start : start + REPACK_CHUNK])
+            await asyncio.sleep(0)
+        release_free_memory()
+        log.info("watch cache of %s packed %d values with a new dictionary", self.root, len(keys))
 
     def compacted(self, revision: int) -> None:
         """The storage was compacted to `revision`: no watch starts before it any more."""

@@ -1,0 +1,152 @@
+"""The watch cache's packed values (storage/cacher/packing.py): what a read gets back is exactly what
+was stored, Events shaped as a cluster's take a fraction of their size, and the cache trains its
+dictionaries when it should, not in a loop."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import orjson
+import pytest
+import zstandard
+
+from apiserver.registry.decoded import DecodedObjects
+from apiserver.registry.stored import StoredObjects
+from apiserver.resources.event import EventKind
+from apiserver.storage.cacher import packing
+from apiserver.storage.cacher.packing import Codec, PackedKeyValue, Packer
+from apiserver.storage.cacher.state import SortedState
+from apiserver.storage.interface import EventType, KeyValue, WatchEvent
+from tests.support.cluster_events import stored_event
+
+ROOT = "/registry/events.core.io/events/"
+
+
+def pair(index: int, revision: int | None = None) -> KeyValue:
+    event = stored_event(index)
+    key = f"{ROOT}{event['metadata']['namespace']}/{event['metadata']['name']}"
+    return KeyValue(key, orjson.dumps(event), revision or index + 1, index + 1)
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    return Codec.train([pair(index).value for index in range(packing.SAMPLES)])
+
+
+def packed_state(codec: Codec, count: int) -> SortedState:
+    """Events 0 .. count-1 held by a state whose packer has `codec`."""
+    packer = Packer()
+    packer.trained(codec)
+    state = SortedState(packer)
+    for index in range(count):
+        state.put(pair(index))
+    return state
+
+
+def test_cluster_shaped_events_pack_to_under_a_quarter_of_their_size(codec: Codec) -> None:
+    values = [pair(index).value for index in range(5_000, 7_000)]  # none of them trained on
+    packed = [codec.pack(value) for value in values]
+    assert [codec.unpack(data) for data in packed] == values
+    whole, kept = sum(map(len, values)), sum(map(len, packed))
+    assert kept * 4 < whole, f"{whole} bytes packed to {kept}"
+
+
+def test_a_packed_pair_reads_back_exactly_and_equals_its_original(codec: Codec) -> None:
+    packer = Packer()
+    packer.trained(codec)
+    original = pair(12)
+    packed = packer.pack(original)
+    assert isinstance(packed, PackedKeyValue)
+    assert packed.value == original.value and packed.packed != original.value
+    assert (packed.key, packed.mod_revision, packed.create_revision) == (
+        original.key,
+        original.mod_revision,
+        original.create_revision,
+    )
+    assert packed == original and original == packed and hash(packed) == hash(original)
+    assert packed != pair(12, revision=99)
+
+
+def test_a_value_that_would_not_shrink_is_kept_whole(codec: Codec) -> None:
+    packer = Packer()
+    packer.trained(codec)
+    noise = KeyValue(f"{ROOT}ns/noise", os.urandom(300), 5, 5)
+    assert packer.pack(noise) is noise
+
+
+def test_nothing_is_packed_before_the_first_training() -> None:
+    packer = Packer()
+    kv = pair(1)
+    assert packer.pack(kv) is kv
+    assert not packer.due(packing.TRAIN_AT - 1)
+    assert packer.due(packing.TRAIN_AT)
+
+
+def test_retraining_counts_the_values_taken_in_not_the_ones_packed_again(codec: Codec) -> None:
+    state = packed_state(codec, 50)
+    packer = state.packer
+    state.repack(state.all_keys() * 3)
+    assert packer.packed == 50
+    packer.packed = packing.RETRAIN_AFTER
+    assert packer.due(packing.TRAIN_AT)
+    packer.trained(Codec.train(state.samples() * 20))
+    assert not packer.due(10**9)
+
+
+def test_a_new_codec_packs_again_what_the_earlier_one_packed(codec: Codec) -> None:
+    state = packed_state(codec, 30)
+    before = {key: state.get(key) for key in state.all_keys()}
+    newer = Codec.train([pair(index).value for index in range(2_000, 2_000 + packing.SAMPLES)])
+    state.packer.trained(newer)
+    state.repack(state.all_keys())
+    for key, kv in before.items():
+        again = state.get(key)
+        assert isinstance(again, PackedKeyValue) and again.codec is newer
+        assert again.value == kv.value  # type: ignore[union-attr]
+
+
+def test_a_page_and_a_deletion_over_packed_values(codec: Codec) -> None:
+    state = packed_state(codec, 40)
+    pairs = sorted((pair(index) for index in range(40)), key=lambda kv: kv.key)
+    page = state.page(ROOT, None, 10, 77)
+    assert [kv.value for kv in page.items] == [kv.value for kv in pairs[:10]]
+    assert page.more and page.remaining == 30
+    gone = pairs[0]
+    state.apply(WatchEvent(EventType.DELETE, gone.key, 78, None, gone.value, gone.create_revision))
+    assert state.get(gone.key) is None and len(state) == 39
+
+
+def test_training_on_too_few_values_fails_and_waits_for_twice_as_many() -> None:
+    with pytest.raises(zstandard.ZstdError):
+        Codec.train([b"a", b"b"])
+    packer = Packer()
+    packer.untrainable(packing.TRAIN_AT)
+    assert not packer.due(2 * packing.TRAIN_AT - 1)
+    assert packer.due(2 * packing.TRAIN_AT)
+
+
+def test_decoded_objects_read_a_packed_pair_once_and_share_it(codec: Codec) -> None:
+    packer = Packer()
+    packer.trained(codec)
+    decoded = DecodedObjects(StoredObjects(EventKind(), None))  # type: ignore[arg-type]  # decodes only
+    kv = packer.pack(pair(3))
+    first = decoded.get(kv)
+    assert first.obj["note"] == stored_event(3)["note"]
+    assert first.obj["metadata"]["resourceVersion"] == str(kv.mod_revision)
+    assert decoded.get(kv) is first
+    assert decoded.get(pair(3)) is first  # the same object at the same revision, whole
+    assert kv.decodes
+
+
+def test_packed_values_take_the_memory_of_their_packed_size(codec: Codec) -> None:
+    # zstandard's compress() answers bytes with room for its largest output: kept as they are, the
+    # packed values would take as much memory as whole ones.
+    values = [pair(index).value for index in range(3_000, 3_500)]
+    tracemalloc.start()
+    try:
+        packed = [codec.pack(value) for value in values]
+        taken, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert taken < 2 * sum(len(data) + 64 for data in packed), (taken, sum(map(len, values)))
