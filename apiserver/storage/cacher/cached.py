@@ -16,6 +16,9 @@ the backend.
   version": the client lists again (from the cache) and watches from there. Serving it from the
   backend instead would give every client resuming after a restart (when the window starts anew)
   a backend watch of its own for as long as its watch lasts, the cost the cache exists to save.
+  A watch whose client falls more than its inbox holds behind catches up from the window (shared
+  by every watch) rather than ending; it ends with CompactedError only once it has fallen behind
+  the window too.
 - While a cache is not ready (starting, or restarting after its backend watch failed), or when it
   does not catch up within its freshness timeout, the backend answers.
 """

@@ -28,6 +28,7 @@ from apiserver.storage.interface import (
     StorageError,
     StorageUnavailableError,
     WatchEvent,
+    WatchOverflowError,
 )
 
 log = logging.getLogger(__name__)
@@ -109,16 +110,31 @@ class ResourceCache:
         self, prefix: str, after_revision: int, progress: float | None
     ) -> AsyncGenerator[WatchEvent, None]:
         """The changes under `prefix` after `after_revision`: those the window holds, then the live
-        ones. A watch from before the window ends with CompactedError, upstream's "too old" 410."""
-        if after_revision < self.window.start:
-            # As the storage reports it: the revision asked for, and the oldest one still held.
-            raise CompactedError(after_revision, self.window.start + 1)
+        ones. A watch from before the window ends with CompactedError, upstream's "too old" 410.
+        A watch whose client falls behind its inbox catches up from the window, which every watch
+        shares, rather than ending: it ends (410) only once it has fallen behind the window too."""
+        last = after_revision
+        while True:
+            if last < self.window.start:
+                # As the storage reports it: the revision asked for, and the oldest one still held.
+                raise CompactedError(last, self.window.start + 1)
+            try:
+                async with contextlib.aclosing(self._watch_from(prefix, last, progress)) as events:
+                    async for event in events:
+                        yield event
+                        if event.type is not EventType.PROGRESS:
+                            last = event.revision
+            except WatchOverflowError:
+                continue  # the inbox was emptied; what it held is in the window (or the watch ends)
+
+    async def _watch_from(
+        self, prefix: str, last: int, progress: float | None
+    ) -> AsyncGenerator[WatchEvent, None]:
         # Subscribed before the window is read, with no await between: every change is in one or
         # both, and the revision check in `follow` drops the doubles.
         subscriber = self._broadcaster.subscribe(prefix)
         try:
-            last = after_revision
-            for event in self.window.after(after_revision, prefix):
+            for event in self.window.after(last, prefix):
                 yield event
                 last = event.revision
             async with contextlib.aclosing(follow(subscriber, last, progress, self._newest)) as followed:

@@ -21,8 +21,10 @@ from tests.integration.storage.helpers import summary, take
 ROOT = "/registry/group/things/"
 
 
-async def open_cached(inner: Storage, window_size: int = 100) -> CachedStorage:
-    store = CachedStorage(inner, [ROOT], window_size=window_size, progress_interval=0.2)
+async def open_cached(inner: Storage, window_size: int = 100, watch_buffer: int = 1000) -> CachedStorage:
+    store = CachedStorage(
+        inner, [ROOT], window_size=window_size, watch_buffer=watch_buffer, progress_interval=0.2
+    )
     await store.start()
     async with asyncio.timeout(10):
         await store.wait_ready()
@@ -126,5 +128,39 @@ async def test_concurrent_gets_share_one_revision_read_and_are_answered_from_the
         again = await store.get(f"{ROOT}ns/a")
         assert again is not None and (again.value, again.mod_revision) == (b"2", updated.mod_revision)
         assert await store.get(f"{ROOT}ns/missing") is None
+    finally:
+        await store.close()
+
+
+async def test_a_watch_behind_its_inbox_catches_up_from_the_window(backend: Storage) -> None:
+    store = await open_cached(backend, window_size=100, watch_buffer=5)
+    try:
+        start = await store.current_revision()
+        events = store.watch(ROOT, after_revision=start)
+        first = await store.create(f"{ROOT}ns/0", b"0")
+        assert summary(await take(events, 1)) == [("PUT", f"{ROOT}ns/0", first.mod_revision)]
+        # Written while the watch reads nothing: 40 changes, far more than its inbox holds.
+        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
+        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        got = await take(events, 40)
+        assert summary(got) == [("PUT", kv.key, kv.mod_revision) for kv in written]
+        later = await store.create(f"{ROOT}ns/later", b"y")
+        assert summary(await take(events, 1)) == [("PUT", later.key, later.mod_revision)]
+        await events.aclose()
+    finally:
+        await store.close()
+
+
+async def test_a_watch_behind_the_window_too_ends_too_old(backend: Storage) -> None:
+    store = await open_cached(backend, window_size=10, watch_buffer=5)
+    try:
+        start = await store.current_revision()
+        events = store.watch(ROOT, after_revision=start)
+        first = await store.create(f"{ROOT}ns/0", b"0")
+        assert summary(await take(events, 1)) == [("PUT", f"{ROOT}ns/0", first.mod_revision)]
+        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
+        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        with pytest.raises(CompactedError):
+            await take(events, 40)
     finally:
         await store.close()
