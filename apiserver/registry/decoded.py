@@ -58,6 +58,9 @@ class DecodedObjects:
             obj = self.objects.typed(self.objects.decode(value, kv.mod_revision, kv.key))
             found = SharedObject(obj, kv, value)
             kv.mark_decodes()
+        elif found.source is not kv:
+            # The same value in a new pair (packed again, say): the next read of it is no unpacking.
+            found.source = kv
         self._decoded[at] = found
         if len(self._decoded) > self._capacity:
             del self._decoded[next(iter(self._decoded))]
@@ -94,7 +97,7 @@ class ObjectList:
         no further than it takes to tell."""
         total = 0
         for kv in self.entries:
-            total += len(kv.value)
+            total += kv.size
             if total >= size:
                 return False
         return True

@@ -102,6 +102,11 @@ class KeyValue:
         # The one field that may change: a verdict on the value, not part of it.
         object.__setattr__(self, "decodes", True)
 
+    @property
+    def size(self) -> int:
+        """The value's length in bytes (known without unpacking a packed value)."""
+        return len(self.value)
+
 
 @dataclass(frozen=True)
 class ListResult:

@@ -126,17 +126,43 @@ def test_training_on_too_few_values_fails_and_waits_for_twice_as_many() -> None:
     assert packer.due(2 * packing.TRAIN_AT)
 
 
-def test_decoded_objects_read_a_packed_pair_once_and_share_it(codec: Codec) -> None:
+class CountingCodec(Codec):
+    """A codec counting its unpackings."""
+
+    __slots__ = ("unpacked",)
+
+    def unpack(self, packed: bytes) -> bytes:
+        self.unpacked = getattr(self, "unpacked", 0) + 1
+        return super().unpack(packed)
+
+
+def test_decoded_objects_unpack_a_pair_once_and_share_it_packed_again_too() -> None:
+    samples = [pair(index).value for index in range(packing.SAMPLES)]
+    first_codec, second_codec = CountingCodec.train(samples), CountingCodec.train(samples)
     packer = Packer()
-    packer.trained(codec)
+    packer.trained(first_codec)
     decoded = DecodedObjects(StoredObjects(EventKind(), None))  # type: ignore[arg-type]  # decodes only
     kv = packer.pack(pair(3))
     first = decoded.get(kv)
     assert first.obj["note"] == stored_event(3)["note"]
     assert first.obj["metadata"]["resourceVersion"] == str(kv.mod_revision)
-    assert decoded.get(kv) is first
-    assert decoded.get(pair(3)) is first  # the same object at the same revision, whole
+    assert decoded.get(kv) is first and first_codec.unpacked == 1  # read once
     assert kv.decodes
+    packer.trained(second_codec)
+    again = packer.repack(kv)
+    assert decoded.get(again) is first and second_codec.unpacked == 1  # compared once...
+    assert decoded.get(again) is first and second_codec.unpacked == 1  # ...and not again
+    assert decoded.get(pair(3)) is first  # the same object at the same revision, whole
+
+
+def test_a_packed_size_is_known_without_unpacking() -> None:
+    codec = CountingCodec.train([pair(index).value for index in range(packing.SAMPLES)])
+    packer = Packer()
+    packer.trained(codec)
+    kv = pair(5)
+    packed = packer.pack(kv)
+    assert isinstance(packed, PackedKeyValue) and packed.size == kv.size == len(kv.value)
+    assert getattr(codec, "unpacked", 0) == 0
 
 
 def test_packed_values_take_the_memory_of_their_packed_size(codec: Codec) -> None:

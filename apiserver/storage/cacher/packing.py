@@ -16,6 +16,8 @@ dictionary follows what is stored. A value that does not shrink stays as it is.
 
 from __future__ import annotations
 
+from typing import Self
+
 import zstandard
 
 from apiserver.storage.interface import KeyValue
@@ -42,7 +44,7 @@ class Codec:
         self._decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
 
     @classmethod
-    def train(cls, samples: list[bytes]) -> Codec:
+    def train(cls, samples: list[bytes]) -> Self:
         """A codec whose dictionary is trained on `samples`; zstandard.ZstdError when they are too
         few or too small to train one. It takes tens of milliseconds: call it off the event loop."""
         return cls(zstandard.train_dictionary(DICTIONARY_SIZE, list[bytes | bytearray | memoryview](samples)))
@@ -73,6 +75,10 @@ class PackedKeyValue(KeyValue):
     @property  # the field, read-only here as it is in a frozen KeyValue
     def value(self) -> bytes:
         return self.codec.unpack(self.packed)
+
+    @property
+    def size(self) -> int:
+        return int(zstandard.frame_content_size(self.packed))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KeyValue):

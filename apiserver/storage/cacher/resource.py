@@ -12,8 +12,6 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
-import zstandard
-
 from apiserver.machinery import tasks
 from apiserver.machinery.memory import release_free_memory
 from apiserver.machinery.tasks import BackgroundTasks
@@ -71,6 +69,9 @@ class ResourceCache:
         self._advanced = asyncio.Event()
         self._tasks = BackgroundTasks()  # the one storage watch feeding the cache
         self._training: asyncio.Task[None] | None = None
+        # Counts the ends of the cache's storage watch (a restart, the close): a watch that left
+        # the broadcaster to catch up, and so was not failed with the others, learns of them here.
+        self._ended = 0
 
     async def start(self) -> None:
         self._tasks.start(self._run(), name=f"watch-cache {self.root}")
@@ -78,6 +79,7 @@ class ResourceCache:
     async def close(self) -> None:
         await self._tasks.stop()
         await tasks.stop(self._training)
+        self._ended += 1
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
 
     @property
@@ -112,9 +114,13 @@ class ResourceCache:
         """The changes under `prefix` after `after_revision`: those the window holds, then the live
         ones. A watch from before the window ends with CompactedError, upstream's "too old" 410.
         A watch whose client falls behind its inbox catches up from the window, which every watch
-        shares, rather than ending: it ends (410) only once it has fallen behind the window too."""
-        last = after_revision
+        shares, rather than ending: it ends (410) only once it has fallen behind the window too, and
+        as the others did (StorageUnavailableError) when the cache restarted or closed meanwhile:
+        the window then no longer follows on from what it sent."""
+        last, ended = after_revision, self._ended
         while True:
+            if self._ended != ended:
+                raise StorageUnavailableError(f"the watch cache of {self.root} restarts")
             if last < self.window.start:
                 # As the storage reports it: the revision asked for, and the oldest one still held.
                 raise CompactedError(last, self.window.start + 1)
@@ -155,6 +161,7 @@ class ResourceCache:
             except StorageError as error:
                 log.warning("watch cache of %s restarts: %s", self.root, error)
             self.filled.clear()
+            self._ended += 1
             self._broadcaster.fail_all(StorageUnavailableError(f"the watch cache of {self.root} restarts"))
             self._advanced.set()
             await asyncio.sleep(RESTART_DELAY)
@@ -209,23 +216,27 @@ class ResourceCache:
             self._training = asyncio.create_task(self._train(), name=f"watch-cache packing {self.root}")
 
     async def _train(self) -> None:
-        state = self.state
-        held = len(state)
+        held = len(self.state)
         try:
-            codec = await asyncio.to_thread(Codec.train, state.samples())
-        except zstandard.ZstdError as error:
+            codec = await asyncio.to_thread(Codec.train, self.state.samples())
+        except Exception as error:  # zstandard.ZstdError, mostly: too few or too alike to train on
             self.packer.untrainable(held)
             log.info("watch cache of %s keeps its %d values whole: %s", self.root, held, error)
             return
         self.packer.trained(codec)
-        keys = state.all_keys()
-        for start in range(0, len(keys), REPACK_CHUNK):
-            if state is not self.state:  # filled anew meanwhile, packed as it was filled
-                return
-            state.repack(keys[start : start + REPACK_CHUNK])
-            await asyncio.sleep(0)
-        release_free_memory()
-        log.info("watch cache of %s packed %d values with a new dictionary", self.root, len(keys))
+        packed = 0
+        state = None
+        while state is not self.state:  # filled anew meanwhile: what was put before the training
+            state = self.state
+            keys = state.all_keys()
+            for start in range(0, len(keys), REPACK_CHUNK):
+                if state is not self.state:
+                    break
+                state.repack(keys[start : start + REPACK_CHUNK])
+                await asyncio.sleep(0)
+            packed = len(keys)
+        await asyncio.to_thread(release_free_memory)
+        log.info("watch cache of %s packed %d values with a new dictionary", self.root, packed)
 
     def compacted(self, revision: int) -> None:
         """The storage was compacted to `revision`: no watch starts before it any more."""

@@ -10,13 +10,16 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
-from apiserver.storage.cacher import CachedStorage
+from apiserver.storage.cacher import CachedStorage, packing
+from apiserver.storage.cacher.packing import PackedKeyValue
 from apiserver.storage.etcd import EtcdStorage
-from apiserver.storage.interface import CompactedError, Storage
+from apiserver.storage.interface import CompactedError, Storage, StorageUnavailableError
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.integration.storage.helpers import summary, take
+from tests.support.cluster_events import stored_event
 
 ROOT = "/registry/group/things/"
 
@@ -162,5 +165,50 @@ async def test_a_watch_behind_the_window_too_ends_too_old(backend: Storage) -> N
         assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
         with pytest.raises(CompactedError):
             await take(events, 40)
+    finally:
+        await store.close()
+
+
+async def test_a_watch_behind_its_inbox_ends_as_the_others_when_the_cache_closes(backend: Storage) -> None:
+    store = await open_cached(backend, window_size=100, watch_buffer=5)
+    closed = False
+    try:
+        start = await store.current_revision()
+        events = store.watch(ROOT, after_revision=start)
+        await store.create(f"{ROOT}ns/0", b"0")
+        await take(events, 1)
+        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
+        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        await store.close()
+        closed = True
+        with pytest.raises(StorageUnavailableError):  # not a catch-up that would wait for ever
+            await take(events, 40)
+    finally:
+        if not closed:
+            await store.close()
+
+
+async def test_packed_values_read_back_as_the_storage_holds_them(backend: Storage) -> None:
+    store = await open_cached(backend)
+    try:
+        for index in range(packing.TRAIN_AT + 100):
+            body = stored_event(index)
+            await store.create(f"{ROOT}{body['metadata']['namespace']}/{index}", orjson.dumps(body))
+        listed = await store.list(ROOT)
+        cache = store.caches[0]
+        for _ in range(400):  # the training and the packing, in the background
+            if all(isinstance(kv, PackedKeyValue) for kv in cache.state.page(ROOT, None, 0, 0).items):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the cache packed nothing in 20 s")
+        stored = await backend.list(ROOT, revision=listed.revision)
+        again = await store.list(ROOT)
+        assert [(kv.key, kv.value, kv.mod_revision) for kv in again.items] == [
+            (kv.key, kv.value, kv.mod_revision) for kv in stored.items
+        ]
+        for kv in stored.items[::97]:
+            got = await store.get(kv.key)
+            assert got is not None and (got.value, got.mod_revision) == (kv.value, kv.mod_revision)
     finally:
         await store.close()
