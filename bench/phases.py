@@ -11,7 +11,7 @@ from pathlib import Path
 from bench import client, etcdraw, wrk
 from bench.events import body_template, generated_name_template
 from bench.options import Options
-from bench.processes import Stack, Target, restart, rss_bytes, settle
+from bench.processes import Stack, Target, restart, rss_bytes, settle, tree
 from bench.report import (
     COREIO_ETCD,
     COREIO_SQLITE,
@@ -252,6 +252,9 @@ def memory(stack: Stack, options: Options) -> list[Row]:
         # them cost, not the peak of earlier phases (Python seldom gives freed memory back).
         restart_row.values[column] = restart(target)
         asyncio.run(client.warm_up(target))
+        # Idle first, as before each wrk run: what a server does in the background after a start
+        # (coreio's caches pack their values) is done by then, for every server alike.
+        settle(tree(target.pid))
         rss.values[column] = float(rss_bytes(target.pid))
         ratio.values[column] = rss.values[column] / size.values[column]
         say(

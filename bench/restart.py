@@ -36,7 +36,9 @@ from bench.processes import (
     coreio_command,
     launch,
     rss_bytes,
+    settle,
     start_coreio,
+    tree,
     wait_ready,
     write_token_file,
 )
@@ -46,9 +48,6 @@ from tests.support.seed import seed
 from tests.support.server import free_port
 
 NAMESPACES = 10
-
-
-MEMORY_SETTLE = 3.0  # seconds after ready for the caches to pack their values, before the LIST
 
 
 def starts(
@@ -76,9 +75,8 @@ def starts(
 
 
 def _memory(target: Target) -> str:
-    time.sleep(MEMORY_SETTLE)
     asyncio.run(warm_up(target))
-    time.sleep(1.0)
+    settle(tree(target.pid))  # as the benchmark's memory row: its caches packed, the server idle
     held = rss_bytes(target.pid)
     objects, size = asyncio.run(stored_json_size(target))
     mib = 1024 * 1024
