@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
@@ -16,7 +16,13 @@ import pytest
 from apiserver.storage.cacher import CachedStorage, packing
 from apiserver.storage.cacher.packing import PackedKeyValue
 from apiserver.storage.etcd import EtcdStorage
-from apiserver.storage.interface import CompactedError, Storage, StorageUnavailableError
+from apiserver.storage.interface import (
+    CompactedError,
+    KeyValue,
+    Storage,
+    StorageUnavailableError,
+    WatchEvent,
+)
 from apiserver.storage.sqlite.backend import SQLiteStorage
 from tests.integration.storage.helpers import summary, take
 from tests.support.cluster_events import stored_event
@@ -135,16 +141,21 @@ async def test_concurrent_gets_share_one_revision_read_and_are_answered_from_the
         await store.close()
 
 
+async def _overflowed_watch(store: CachedStorage) -> tuple[AsyncGenerator[WatchEvent, None], list[KeyValue]]:
+    """A watch that took its first change, then 40 written while it read nothing: far more than its
+    inbox holds, which has overflowed once the cache has them all."""
+    events = store.watch(ROOT, after_revision=await store.current_revision())
+    first = await store.create(f"{ROOT}ns/0", b"0")
+    assert summary(await take(events, 1)) == [("PUT", f"{ROOT}ns/0", first.mod_revision)]
+    written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
+    assert (await store.list(ROOT)).revision >= written[-1].mod_revision
+    return events, written
+
+
 async def test_a_watch_behind_its_inbox_catches_up_from_the_window(backend: Storage) -> None:
     store = await open_cached(backend, window_size=100, watch_buffer=5)
     try:
-        start = await store.current_revision()
-        events = store.watch(ROOT, after_revision=start)
-        first = await store.create(f"{ROOT}ns/0", b"0")
-        assert summary(await take(events, 1)) == [("PUT", f"{ROOT}ns/0", first.mod_revision)]
-        # Written while the watch reads nothing: 40 changes, far more than its inbox holds.
-        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
-        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        events, written = await _overflowed_watch(store)
         got = await take(events, 40)
         assert summary(got) == [("PUT", kv.key, kv.mod_revision) for kv in written]
         later = await store.create(f"{ROOT}ns/later", b"y")
@@ -157,12 +168,7 @@ async def test_a_watch_behind_its_inbox_catches_up_from_the_window(backend: Stor
 async def test_a_watch_behind_the_window_too_ends_too_old(backend: Storage) -> None:
     store = await open_cached(backend, window_size=10, watch_buffer=5)
     try:
-        start = await store.current_revision()
-        events = store.watch(ROOT, after_revision=start)
-        first = await store.create(f"{ROOT}ns/0", b"0")
-        assert summary(await take(events, 1)) == [("PUT", f"{ROOT}ns/0", first.mod_revision)]
-        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
-        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        events, _ = await _overflowed_watch(store)
         with pytest.raises(CompactedError):
             await take(events, 40)
     finally:
@@ -173,12 +179,7 @@ async def test_a_watch_behind_its_inbox_ends_as_the_others_when_the_cache_closes
     store = await open_cached(backend, window_size=100, watch_buffer=5)
     closed = False
     try:
-        start = await store.current_revision()
-        events = store.watch(ROOT, after_revision=start)
-        await store.create(f"{ROOT}ns/0", b"0")
-        await take(events, 1)
-        written = [await store.create(f"{ROOT}ns/{n}", b"x") for n in range(1, 41)]
-        assert (await store.list(ROOT)).revision >= written[-1].mod_revision  # the inbox overflowed
+        events, _ = await _overflowed_watch(store)
         await store.close()
         closed = True
         with pytest.raises(StorageUnavailableError):  # not a catch-up that would wait for ever
