@@ -212,9 +212,10 @@ class Storage(Protocol):
     ) -> AsyncGenerator[WatchEvent, None]:
         """Changes under `prefix` with revision > `after_revision`, in revision order, forever (until
         the consumer stops iterating). Raises CompactedError (at the first iteration) when
-        `after_revision` + 1 has been compacted. With `progress`, yields PROGRESS events now and then
-        (at least every few seconds while idle; every `progress_every` seconds when that is given)
-        carrying a revision all earlier changes were delivered up to. An async generator: the
+        `after_revision` + 1 has been compacted. With `progress`, yields PROGRESS events carrying a
+        revision all earlier changes were delivered up to: one as soon as the backend has taken the
+        watch up, then now and then (at least every few seconds while idle; every `progress_every`
+        seconds when that is given). An async generator: the
         consumer closes it (`aclose`, or `contextlib.aclosing`) to stop, which ends the watch in
         the backend at once rather than when the generator is collected."""
         ...

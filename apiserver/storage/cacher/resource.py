@@ -143,6 +143,8 @@ class ResourceCache:
             for event in self.window.after(last, prefix):
                 yield event
                 last = event.revision
+            if progress is not None:  # as the storage's watches: taken up, reported at once
+                yield WatchEvent(EventType.PROGRESS, "", last)
             async with contextlib.aclosing(follow(subscriber, last, progress, self._newest)) as followed:
                 async for event in followed:
                     yield event
@@ -177,7 +179,7 @@ class ResourceCache:
         async with contextlib.aclosing(events) as changes:
             async for event in changes:
                 self._apply(event)
-                if not self.ready:  # the watch has answered: it is established
+                if not self.ready:  # the watch has answered (at once, once taken up): established
                     self.filled.set()
                     log.info(
                         "watch cache of %s ready at revision %d (%d objects)", self.root, revision, len(state)

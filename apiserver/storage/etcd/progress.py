@@ -37,6 +37,14 @@ class Progress:
         report may have been ahead of changes that stream never delivered)."""
         self.held, self.asked, self.created = None, False, False
 
+    def established(self) -> int | None:
+        """etcd confirmed the stream's watch: the revision to report at once (everything up to the
+        one the watch goes on from has been delivered), or None when no progress was asked for.
+        A watch cache is ready from this report on: waiting for etcd's first progress answer would
+        cost it two intervals, as etcd does not answer until the watch's start revision exists."""
+        self.created = True
+        return self.last if self.interval is not None else None
+
     def wait(self) -> float | None:
         """How long to wait for etcd before `timed_out` (None: for ever)."""
         if self.held is not None:

@@ -62,7 +62,8 @@ async def _follow(
             continue
         _check_watch_response(response, target, tracker.last)
         if response.created:
-            tracker.created = True
+            if (revision := tracker.established()) is not None:
+                yield WatchEvent(EventType.PROGRESS, "", revision)
             continue
         if not response.events:
             tracker.reported(response.header.revision)

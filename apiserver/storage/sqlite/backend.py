@@ -26,6 +26,7 @@ from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.interface import (
     CompactedError,
+    EventType,
     KeyValue,
     ListResult,
     StorageError,
@@ -233,6 +234,8 @@ class SQLiteStorage:
                 async for event in replayed:
                     yield event
                     last = event.revision
+            if progress is not None:  # taken up: the start of its progress reports, at once
+                yield WatchEvent(EventType.PROGRESS, "", last)
             published = self._broadcaster.newest
             async with contextlib.aclosing(follow(subscriber, last, progress, published)) as followed:
                 async for event in followed:

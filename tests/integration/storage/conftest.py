@@ -46,13 +46,14 @@ async def make_store(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreFactory]:
     """Opens stores of the test's backend (closed at teardown); `isolated=True` gives etcd its own
-    process. Keyword arguments go to the backend's constructor."""
+    process. Keyword arguments go to the backend's constructor (`progress_interval` to the cache's
+    too)."""
     opened: list[Storage] = []
     processes: list[EtcdProcess] = []
 
-    async def cached(inner: Storage) -> Storage:
+    async def cached(inner: Storage, progress_interval: float) -> Storage:
         # Every key the tests write is under one cached root; the cache is filled before use.
-        store = CachedStorage(inner, ["/"], progress_interval=FAST["progress_interval"])
+        store = CachedStorage(inner, ["/"], progress_interval=progress_interval)
         await store.start_caches()
         opened[opened.index(inner)] = store  # closing it closes the inner store
         async with asyncio.timeout(10):
@@ -76,7 +77,9 @@ async def make_store(
             store = EtcdStorage([endpoint], **FAST | options)
         await store.start()
         opened.append(store)
-        return await cached(store) if backend.endswith("+cache") else store
+        if not backend.endswith("+cache"):
+            return store
+        return await cached(store, options.get("progress_interval", FAST["progress_interval"]))
 
     yield make
     for store in opened:

@@ -11,6 +11,7 @@ import pytest
 
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import CompactedError, EventType, Storage, WatchEvent
+from tests.integration.storage.conftest import StoreFactory
 from tests.integration.storage.helpers import next_event, summary, take
 from tests.support.waiting import async_wait_until
 
@@ -117,6 +118,18 @@ async def test_watch_from_a_compacted_revision_fails(isolated_store: Storage) ->
     async with contextlib.aclosing(store.watch("/w/", after_revision=compact_to - 1)) as events:
         got = await take(events, 1)
     assert summary(got) == [("PUT", "/w/a", compact_to)]
+
+
+async def test_a_watch_asked_for_progress_reports_its_start_as_soon_as_it_is_taken_up(
+    make_store: StoreFactory,
+) -> None:
+    # What a watch cache waits for to be ready after a restart: not an idle interval (here 30 s).
+    store = await make_store(progress_interval=30.0)
+    await store.create("/w/a", b"1")
+    start = await store.current_revision()
+    async with contextlib.aclosing(store.watch("/w/", after_revision=start, progress=True)) as events:
+        first = await next_event(events, within=10.0)
+    assert (first.type, first.revision) == (EventType.PROGRESS, start)
 
 
 async def test_progress_events_report_a_revision_covering_all_delivered_changes(store: Storage) -> None:
