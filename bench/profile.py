@@ -1,9 +1,10 @@
-"""Where one coreio worker spends its time under load: py-spy records it while wrk GETs one Event
-or creates Events, or while the bench's watch fan-out runs (200 watches, Events written at 1,000/s
-asked: bench.watch), on a fresh etcd 3.6 (the bench's) or on SQLite, and the hottest functions are
-printed, by inclusive and by own time. The profiles the closing notes quote come from here:
+"""Where one coreio worker spends its time under load: py-spy records it while wrk GETs one Event,
+creates Events or lists 10,000 of them (one namespace, unpaged, as the benchmark's full LIST), or
+while the bench's watch fan-out runs (200 watches, Events written at 1,000/s asked: bench.watch),
+on a fresh etcd 3.6 (the bench's) or on SQLite, and the hottest functions are printed, by inclusive
+and by own time. The profiles the closing notes quote come from here:
 
-    .venv/bin/python -m bench.profile get       # or: create, watch; --connections 16 --seconds 7
+    .venv/bin/python -m bench.profile get       # or: create, list, watch; --connections 16 --seconds 7
     .venv/bin/python -m bench.profile watch --storage sqlite --workers 2
 
 Needs wrk and py-spy (`pip install -e '.[bench]'`); py-spy may need ptrace rights (root, or
@@ -29,6 +30,7 @@ from bench.watch import fan_out
 from tests.support.etcd import EtcdProcess
 
 NAMESPACE = "profile"
+LISTED = 10_000  # Events stored for `list`, the benchmark's --list-objects
 
 
 def summary(raw: str, top: int = 30) -> str:
@@ -65,7 +67,9 @@ def _frame(frame: str) -> str:
 
 def _load(target: Target, mode: str, scratch: Path) -> tuple[str, str, list[str]]:
     """(url, wrk script, its arguments) for `mode`."""
-    asyncio.run(client.fill(target, NAMESPACE, "profiled", 1))
+    asyncio.run(client.fill(target, NAMESPACE, "profiled", LISTED if mode == "list" else 1))
+    if mode == "list":
+        return target.url + target.events_path(NAMESPACE), "read.lua", [target.token]
     if mode == "get":
         return target.url + target.events_path(NAMESPACE) + "/profiled-0", "read.lua", [target.token]
     body = scratch / "body.json"
@@ -81,13 +85,16 @@ def _recorder(spy: str, target: Target, seconds: float, workers: int, raw: Path)
     return subprocess.Popen([*command, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL)
 
 
-def _loaded(target: Target, mode: str, connections: int, seconds: float, scratch: Path) -> str:
-    """Loads `target` for `seconds` as `mode` asks; what the load achieved, in a line."""
+def _loaded(
+    target: Target, mode: str, connections: int, seconds: float, load: tuple[str, str, list[str]]
+) -> str:
+    """Loads `target` for `seconds` as `mode` asks (wrk's url, script and arguments in `load`);
+    what the load achieved, in a line."""
     if mode == "watch":
         got = fan_out(target, 200, 1000.0, seconds)
         written = f"{got.rate:,.0f} Events/s written"
         return f"watch, 200 watches: {written}, p99 {got.p99 * 1000:.0f} ms, {got.lost} lost"
-    url, script, args = _load(target, mode, scratch)
+    url, script, args = load
     result = wrk.run(url, connections, seconds + 2, script, args)
     return f"{mode} c={connections}: {result.rate:,.0f}/s, {result.errors} errors"
 
@@ -108,8 +115,9 @@ def profile(mode: str, connections: int, seconds: float, workers: int, storage: 
         target = start_coreio(f"coreio-{storage}", scratch, token_file, token, flags)
         try:
             raw = scratch / "profile.txt"
+            load = ("", "", []) if mode == "watch" else _load(target, mode, scratch)  # before recording
             recorder = _recorder(spy, target, seconds, workers, raw)
-            achieved = _loaded(target, mode, connections, seconds, scratch)
+            achieved = _loaded(target, mode, connections, seconds, load)
             recorder.wait(timeout=seconds + 30)
             return f"{achieved} ({storage}, {workers} worker(s))\n" + summary(raw.read_text())
         finally:
@@ -120,7 +128,7 @@ def profile(mode: str, connections: int, seconds: float, workers: int, storage: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("get", "create", "watch"))
+    parser.add_argument("mode", choices=("get", "create", "list", "watch"))
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=7.0)
     parser.add_argument("--workers", type=int, default=1, help="coreio workers (the profile is the first's)")

@@ -12,6 +12,7 @@ import orjson
 import yaml
 
 from apiserver.machinery import errors, fastjson, gofmt, jsonsyntax, jsonvalue, mediatypes, offload
+from apiserver.machinery.fastjson import COMPACT_JSON
 
 JSON_TYPE = mediatypes.JSON_TYPE
 YAML_TYPE = mediatypes.YAML_TYPE
@@ -27,8 +28,6 @@ PATCH_TYPES = (JSON_PATCH_TYPE, MERGE_PATCH_TYPE, APPLY_PATCH_TYPE, STRATEGIC_PA
 # Most deeply nested a request body may be (upstream's JSON decoder caps depth at 10000; ours is
 # far lower because no valid object of these kinds nests more than a handful of levels).
 MAX_DEPTH = 100
-# The name of an object's compact JSON among the encodings shared with it (registry.decoded).
-COMPACT_JSON = "json"
 
 
 @dataclass(frozen=True)
@@ -330,14 +329,30 @@ def json_list_chunks(
     """encode_json of the list `head` with `items` as its last member, in pieces of about
     `chunk_bytes`, each item encoded as it is reached. An item's compact JSON is taken from its
     encodings, or kept there for the next response that lists it."""
-    empty = encode_json({**head, "items": []}, pretty=pretty)
-    if pretty:
-        # Each item as encode_json indents it, two levels deeper (its strings hold no newlines).
-        opening, separator = empty[: -len(b"[]\n}\n")] + b"[\n    ", b",\n    "
-        closing, encoded = b"\n  ]\n}\n", (_pretty_item(item) for item, _ in items)
-    else:
-        opening, separator = empty[: -len(b"]}\n")], b","
-        closing, encoded = b"]}\n", (_compact_item(item, encodings) for item, encodings in items)
+    if not pretty:
+        encoded = (_compact_item(item, encodings) for item, encodings in items)
+        return compact_json_list_chunks(head, encoded, chunk_bytes)
+    empty = encode_json({**head, "items": []}, pretty=True)
+    # Each item as encode_json indents it, two levels deeper (its strings hold no newlines).
+    opening, separator = empty[: -len(b"[]\n}\n")] + b"[\n    ", b",\n    "
+    pretty_items = (_pretty_item(item) for item, _ in items)
+    return _list_chunks(empty, (opening, separator, b"\n  ]\n}\n"), pretty_items, chunk_bytes)
+
+
+def compact_json_list_chunks(
+    head: dict[str, Any], encoded: Iterable[bytes], chunk_bytes: int = LIST_CHUNK_BYTES
+) -> Iterator[bytes]:
+    """json_list_chunks of items given as their compact JSON."""
+    empty = encode_json({**head, "items": []})
+    return _list_chunks(empty, (empty[: -len(b"]}\n")], b",", b"]}\n"), iter(encoded), chunk_bytes)
+
+
+def _list_chunks(
+    empty: bytes, frame: tuple[bytes, bytes, bytes], encoded: Iterator[bytes], chunk_bytes: int
+) -> Iterator[bytes]:
+    """The list `empty` with the `encoded` items put in its frame (what opens them, what separates
+    two, what closes them), in pieces of about `chunk_bytes`."""
+    opening, separator, closing = frame
     first = next(encoded, None)
     if first is None:
         yield empty

@@ -188,17 +188,18 @@ def object_response(
 
 def list_response(request: web.Request, listed: ObjectList, fmt: OutputFormat) -> web.StreamResponse:
     """A list of stored objects as object_response answers it. As JSON it is encoded item by item
-    (compact JSON from each item's shared encoding): whole when small (or for HEAD), else streamed
-    as it is encoded."""
+    (compact JSON from each item's shared encoding, or from its stored value: ObjectList.compact):
+    whole when small (or for HEAD), else streamed as it is encoded."""
     if fmt.target is not None or fmt.is_yaml:
         return object_response(request, listed.body(), fmt=fmt)
-    pretty = _pretty(request, fmt)
-    items = ((shared.obj, shared.encodings) for shared in listed.shared())
+    if _pretty(request, fmt):
+        items = ((shared.obj, shared.encodings) for shared in listed.shared())
+        pieces = codec.json_list_chunks(listed.head, items, pretty=True)
+    else:
+        pieces = codec.compact_json_list_chunks(listed.head, listed.compact())
     if request.method == "HEAD" or listed.smaller_than(STREAM_LIST_BYTES):
-        body = codec.encode_json_list(listed.head, items, pretty=pretty)
-        return _response(request, 200, body, fmt.media_type, {})
+        return _response(request, 200, b"".join(pieces), fmt.media_type, {})
     # Far above the gzip threshold, so compressed whenever the client accepts it.
-    pieces = codec.json_list_chunks(listed.head, items, pretty=pretty)
     return StreamedBody(pieces, fmt.media_type, gzipped=accepts_gzip(request))
 
 

@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+# The name of an object's compact JSON among the encodings kept of a shared object.
+COMPACT_JSON = "json"
+
 
 def loads(data: bytes | str) -> Any:
     """The JSON value in `data`; the standard library's errors where it is not JSON."""

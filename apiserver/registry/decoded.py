@@ -1,12 +1,22 @@
 """Objects that reads meet (lists, and the changes watches send), decoded once per key and
 revision and shared by the reads that meet them again, with the encodings made of them (as
 kube-apiserver's watch cache keeps decoded objects and its cachingObject their serializations).
-Shared objects are read, never changed."""
+Shared objects are read, never changed.
+
+A list of more objects than are kept decoded would decode and encode each again at every list. An
+object's compact JSON is its stored value with the kind and apiVersion first (as stored) and the
+resourceVersion added at the end of its metadata, so once one encoding of a pair has been checked
+to be exactly that, the pair keeps where the resourceVersion goes (`KeyValue.version_at`) and later
+lists write the value with it inserted: 0.3 µs an Event, against 2.8 µs to decode and encode it.
+"""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 
+from apiserver.machinery import fastjson
+from apiserver.machinery.fastjson import COMPACT_JSON
 from apiserver.machinery.types import JSON
 from apiserver.registry.stored import StoredObjects
 from apiserver.storage.interface import KeyValue
@@ -14,6 +24,7 @@ from apiserver.storage.interface import KeyValue
 # How many objects of a kind stay decoded, the least recently read dropped first: a typical Event
 # decoded and encoded takes about 7 KB, so about 15 MB a kind at most.
 DECODED_OBJECTS = 2_000
+_VERSION = b',"resourceVersion":"'
 
 
 class SharedObject:
@@ -36,7 +47,9 @@ class DecodedObjects:
     def __init__(self, objects: StoredObjects, capacity: int = DECODED_OBJECTS) -> None:
         self.objects = objects
         self._capacity = capacity
-        self._decoded: dict[tuple[str, int], SharedObject] = {}
+        # Ordered by last read. (A plain dict's first key, read after many deletions at its front,
+        # is found by a scan over their tombstones: a third of a LIST of 10,000 Events went there.)
+        self._decoded: OrderedDict[tuple[str, int], SharedObject] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._decoded)
@@ -49,8 +62,7 @@ class DecodedObjects:
         """`kv` decoded and typed; CorruptObjectError when it does not decode. The value is
         compared as well: what is shared is exactly what was stored."""
         at = (kv.key, kv.mod_revision)
-        # Taken out and put back: the least recently read come first, to be dropped first.
-        found = self._decoded.pop(at, None)
+        found = self._decoded.get(at)
         # The same pair again (a watch cache's) has the same value: no need to read it, which for a
         # packed pair means unpacking it.
         if found is None or not (found.source is kv or found.value == kv.value):
@@ -58,13 +70,31 @@ class DecodedObjects:
             obj = self.objects.typed(self.objects.decode(value, kv.mod_revision, kv.key))
             found = SharedObject(obj, kv, value)
             kv.mark_decodes()
-        elif found.source is not kv:
+        else:
             # The same value in a new pair (packed again, say): the next read of it is no unpacking.
             found.source = kv
         self._decoded[at] = found
+        self._decoded.move_to_end(at)
         if len(self._decoded) > self._capacity:
-            del self._decoded[next(iter(self._decoded))]
+            self._decoded.popitem(last=False)  # the least recently read
         return found
+
+    def compact(self, kv: KeyValue) -> bytes:
+        """`kv`'s object as compact JSON (the encoding `get(kv)` keeps as COMPACT_JSON); from its
+        value with the resourceVersion inserted once that is known to give the same bytes, without
+        decoding it or keeping it decoded."""
+        if kv.version_at >= 0:
+            value, at = kv.value, kv.version_at
+            return b"".join((value[:at], _VERSION, str(kv.mod_revision).encode(), b'"', value[at:]))
+        shared = self.get(kv)
+        encoded = shared.encodings.get(COMPACT_JSON)
+        if encoded is None:
+            encoded = shared.encodings[COMPACT_JSON] = fastjson.dumps(shared.obj)
+        inserted = _VERSION + str(kv.mod_revision).encode() + b'"'
+        at = encoded.find(inserted)
+        if at > 0 and encoded == shared.value[:at] + inserted + shared.value[at:]:
+            kv.mark_version_at(at)
+        return encoded
 
     def check(self, kv: KeyValue) -> None:
         """CorruptObjectError unless `kv` decodes, without keeping it decoded: for reads of more
@@ -91,6 +121,12 @@ class ObjectList:
         """The items, in order, decoded and typed; each one's encodings are kept with it."""
         for kv in self.entries:
             yield self._decoded.get(kv)
+
+    def compact(self) -> Iterator[bytes]:
+        """The items, in order, as compact JSON."""
+        compact = self._decoded.compact
+        for kv in self.entries:
+            yield compact(kv)
 
     def smaller_than(self, size: int) -> bool:
         """Whether the items take fewer than `size` bytes encoded (about their stored size), read

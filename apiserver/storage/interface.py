@@ -94,13 +94,19 @@ class KeyValue:
     value: bytes
     mod_revision: int
     create_revision: int
-    # Whether a reader found `value` decodable. A watch cache hands the same pair to every read,
-    # and the value never changes, so later reads of it skip that check.
+    # What a reader found out about `value`, kept with it: a watch cache hands the same pair to
+    # every read, and the value never changes, so later reads need not find it out again. Whether
+    # it decodes; and where in it the reader's encoding of the object read inserts the
+    # resourceVersion (-1: not found, or not so encoded).
     decodes: bool = field(default=False, compare=False, repr=False)
+    version_at: int = field(default=-1, compare=False, repr=False)
 
     def mark_decodes(self) -> None:
-        # The one field that may change: a verdict on the value, not part of it.
+        # The fields that may change: verdicts on the value, not part of it.
         object.__setattr__(self, "decodes", True)
+
+    def mark_version_at(self, offset: int) -> None:
+        object.__setattr__(self, "version_at", offset)
 
     @property
     def size(self) -> int:

@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from apiserver.registry.decoded import DecodedObjects
-from apiserver.registry.stored import StoredObjects
+from apiserver.registry.stored import StoredObjects, typed
 from apiserver.resources.event import EventKind
 from apiserver.storage.cacher import packing
 from apiserver.storage.cacher.packing import Codec, PackedKeyValue, Packer
@@ -153,6 +153,22 @@ def test_decoded_objects_unpack_a_pair_once_and_share_it_packed_again_too() -> N
     assert decoded.get(again) is first and second_codec.unpacked == 1  # compared once...
     assert decoded.get(again) is first and second_codec.unpacked == 1  # ...and not again
     assert decoded.get(pair(3)) is first  # the same object at the same revision, whole
+
+
+def test_what_a_list_found_in_a_packed_value_outlives_packing_it_again(codec: Codec) -> None:
+    packer = Packer()
+    packer.trained(codec)
+    whole = pair(3)
+    # As a create stores it: typed, the kind and apiVersion first.
+    kv = packer.pack(KeyValue(whole.key, orjson.dumps(typed(EventKind(), orjson.loads(whole.value))), 4, 4))
+    written = DecodedObjects(StoredObjects(EventKind(), None)).compact(kv)  # type: ignore[arg-type]
+    assert kv.decodes and kv.version_at > 0
+    packer.trained(Codec.train([pair(index).value for index in range(2_000, 2_000 + packing.SAMPLES)]))
+    again = packer.repack(kv)
+    assert isinstance(again, PackedKeyValue) and again is not kv
+    assert (again.decodes, again.version_at) == (True, kv.version_at)
+    fresh = DecodedObjects(StoredObjects(EventKind(), None))  # type: ignore[arg-type]
+    assert fresh.compact(again) == written and len(fresh) == 0  # from the value: nothing decoded
 
 
 def test_a_packed_size_is_known_without_unpacking() -> None:

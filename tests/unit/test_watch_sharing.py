@@ -15,6 +15,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from apiserver.http import codec, responses, watchstream
 from apiserver.http.watchstream import WatchWriter, encoded, watch_line
+from apiserver.machinery import fastjson
 from apiserver.machinery.options import ListOptions, WriteOptions
 from apiserver.machinery.selectors import parse_label_selector
 from apiserver.machinery.types import JSON
@@ -245,7 +246,7 @@ def test_a_list_encoded_item_by_item_is_the_same_bytes(
     assert len(pieces) >= (len(items) if chunk_bytes == 1 else 1)
     if pretty:
         return
-    assert all(codec.COMPACT_JSON in each for each in encodings)
+    assert all(fastjson.COMPACT_JSON in each for each in encodings)
     # Made once: the next list reuses them.
     assert codec.encode_json_list(head, zip(items, encodings, strict=True)) == expected
 
@@ -266,6 +267,79 @@ def test_a_shared_list_is_encoded_in_every_format_as_a_plain_one() -> None:
         response = responses.list_response(request, listed, fmt)
         assert isinstance(response, web.Response)
         assert response.body == responses.encode(request, plain, fmt)
+
+
+def stored(name: str, revision: int, body: JSON) -> KeyValue:
+    """`body` as the create path stores it: typed (kind and apiVersion first)."""
+    return KeyValue(OBJECTS.key("team-a", name), OBJECTS.encode(OBJECTS.typed(body)), revision, revision)
+
+
+def decoded_json(pair: KeyValue) -> bytes:
+    """What a list wrote of `pair` before its items were written from their stored values."""
+    return fastjson.dumps(OBJECTS.typed(OBJECTS.from_kv(pair)))
+
+
+def odd_values() -> list[tuple[str, bytes, bool]]:
+    """(case, stored value, written from the value after its first encoding) for the stored forms
+    a list meets."""
+    # The marker in a label (escaped), and an ObjectReference's own resourceVersion further on.
+    tricky = event_body("tricky", note=',"resourceVersion":"1234"')
+    tricky["regarding"]["resourceVersion"] = "1234"
+    # Stored by another writer with a resourceVersion: the one read replaces it.
+    kept = OBJECTS.typed(event_body("kept"))
+    kept["metadata"]["resourceVersion"] = "999"
+    bare = event_body("bare")
+    bare["metadata"] = {}  # and the only marker after it, in the ObjectReference
+    bare["regarding"]["resourceVersion"] = "1234"
+    return [
+        ("plain", stored("x", 1_234, event_body("plain", tier="front")).value, True),
+        ("its text holds the marker, escaped", stored("x", 1_234, tricky).value, True),
+        ("stored with a resourceVersion", fastjson.dumps(kept), False),
+        ("empty metadata", stored("x", 1_234, bare).value, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "value", "spliced"), odd_values(), ids=[case for case, _, _ in odd_values()]
+)
+def test_a_list_item_is_written_from_its_stored_value_exactly_as_decoding_would_write_it(
+    case: str, value: bytes, spliced: bool
+) -> None:
+    decoded = DecodedObjects(OBJECTS)
+    pair = KeyValue(OBJECTS.key("team-a", "x"), value, 1_234, 1_234)
+    first = decoded.compact(pair)
+    assert first == decoded_json(pair)
+    assert (pair.version_at >= 0) is spliced, case
+    # Again, from a fresh set of decoded objects: written from the value, or decoded again.
+    again = DecodedObjects(OBJECTS)
+    assert again.compact(pair) == first
+    assert len(again) == (0 if spliced else 1)
+
+
+def test_a_stored_form_the_typed_object_does_not_lead_with_is_never_written_from_its_value() -> None:
+    decoded = DecodedObjects(OBJECTS)
+    pair = kv("web", 5, event_body("web"))  # apiVersion before kind, as no create stores it
+    assert decoded.compact(pair) == decoded_json(pair)
+    assert pair.version_at == -1
+
+
+def test_a_long_list_is_written_from_stored_values_once_each_was_encoded() -> None:
+    decoded = DecodedObjects(OBJECTS, capacity=3)
+    entries = [stored(f"e{index:04d}", index + 1, event_body(f"e{index:04d}")) for index in range(50)]
+    head: JSON = {"kind": "EventList", "apiVersion": "events.core.io/v1", "metadata": {}}
+    expected = codec.encode_json({**head, "items": [OBJECTS.typed(OBJECTS.from_kv(e)) for e in entries]})
+    request = make_mocked_request("GET", "/apis")
+    for _ in range(2):
+        response = responses.list_response(request, ObjectList(head, entries, decoded), responses.JSON_OUTPUT)
+        assert isinstance(response, web.Response)
+        assert response.body == expected
+    # The second list decoded nothing: the three kept are the first list's last.
+    assert [shared.obj["metadata"]["name"] for shared in map(decoded.get, entries[-3:])] == [
+        "e0047",
+        "e0048",
+        "e0049",
+    ]
+    assert len(decoded) == 3
 
 
 # ----------------------------------------------------------------------------- stalled clients

@@ -67,7 +67,7 @@ class PackedKeyValue(KeyValue):
     packed: bytes
 
     def __init__(self, kv: KeyValue, codec: Codec, packed: bytes) -> None:
-        for name in ("key", "mod_revision", "create_revision", "decodes"):
+        for name in ("key", "mod_revision", "create_revision", "decodes", "version_at"):
             object.__setattr__(self, name, getattr(kv, name))
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "packed", packed)
@@ -120,7 +120,7 @@ class Packer:
         if len(packed) < len(value):
             return PackedKeyValue(kv, codec, packed)
         if isinstance(kv, PackedKeyValue):  # packed with an earlier codec: keep it whole instead
-            return KeyValue(kv.key, value, kv.mod_revision, kv.create_revision, kv.decodes)
+            return KeyValue(kv.key, value, kv.mod_revision, kv.create_revision, kv.decodes, kv.version_at)
         return kv
 
     def due(self, held: int) -> bool:
