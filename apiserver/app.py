@@ -84,6 +84,14 @@ def build_stores(
     ]
 
 
+def _server_metrics(settings: Settings, kinds: Sequence[ResourceKind]) -> ServerMetrics:
+    return ServerMetrics(
+        kinds,
+        max_event_reasons=settings.events_metric_max_reasons,
+        max_event_namespaces=settings.events_metric_max_namespaces,
+    )
+
+
 def build_app(
     settings: Settings,
     storage: Storage,
@@ -98,7 +106,7 @@ def build_app(
     after namespace lifecycle when the cluster's namespaces are known), authorization over the
     RoleBindings, the API, OpenAPI and system routes, and the lifecycle. `workers`: this is one of
     several worker processes, whose /metrics answers for all."""
-    metrics = ServerMetrics(kinds)
+    metrics = _server_metrics(settings, kinds)
     stores = build_stores(settings, storage, kinds, metrics.storage)
     # What all workers would report alike (bindings' problems, object counts), the first reports.
     reporter = workers is None or workers.index == 0

@@ -398,6 +398,22 @@ FLAGS = (
         aliases=("--log-format",),
     ),
     Flag(
+        "--events-metric-max-reasons",
+        "how many reasons of stored Events coreio_events_written_total names, in each worker (later"
+        " ones are counted as other)",
+        int,
+        check=lambda count: count >= 0,
+        check_error="--events-metric-max-reasons must not be negative",
+    ),
+    Flag(
+        "--events-metric-max-namespaces",
+        "how many namespaces of stored Events coreio_events_written_total names, in each worker"
+        " (later ones are counted as other)",
+        int,
+        check=lambda count: count >= 0,
+        check_error="--events-metric-max-namespaces must not be negative",
+    ),
+    Flag(
         "--etcd-count-metric-poll-period",
         "how often (seconds, or a Go duration) the stored objects of each resource are counted for"
         " apiserver_storage_objects (0: never)",

@@ -118,6 +118,9 @@ class Settings:
     workers: int = 0
     # How often apiserver_storage_objects is counted (kube-apiserver's flag; 0: never).
     etcd_count_metric_poll_period: float = 60.0
+    # The reasons and namespaces coreio_events_written_total names in each worker (then "other").
+    events_metric_max_reasons: int = 100
+    events_metric_max_namespaces: int = 100
     # Graceful termination, as kube-apiserver's flags of the same names: how long /readyz fails
     # while everything is still served before the listener closes, and over how long the open
     # watches are then ended (0: all at once).

@@ -31,7 +31,7 @@ from apiserver.machinery.options import DeleteOptions, ListOptions, WriteOptions
 from apiserver.machinery.selectors import escape_field_value, parse_field_selector
 from apiserver.machinery.types import JSON
 from apiserver.patch import JSONPatcher, MergePatcher, Patcher, StrategicMergePatcher
-from apiserver.registry.store import ResourceStore
+from apiserver.registry.store import ResourceStore, WriteResult
 
 # v2beta1 is gone by default since 1.33 (AggregatedDiscoveryRemoveBetaType): clients fall back.
 AGGREGATED_DISCOVERY_VERSIONS = ("apidiscovery.k8s.io/v2",)
@@ -195,7 +195,9 @@ class ApiHandler:
         opts = query.write_options(request.query, "CreateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
         _, parsed = await _body(request)
-        result = await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
+        result = _counted(
+            request, route, await route.store.create(_ns(route), parsed.value, opts, parsed.yaml_duplicates)
+        )
         return object_response(request, result.obj, status=201, warnings=result.warnings)
 
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
@@ -203,7 +205,11 @@ class ApiHandler:
         opts.user = request_user(request)
         _, parsed = await _body(request)
         name = _name(route)
-        result = await route.store.update(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
+        result = _counted(
+            request,
+            route,
+            await route.store.update(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates),
+        )
         return object_response(
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
@@ -241,7 +247,7 @@ class ApiHandler:
             patcher = StrategicMergePatcher(parsed.value, opts.field_validation, schema)
         else:
             patcher = patch_type(parsed.value, opts.field_validation)
-        result = await route.store.patch(_ns(route), name, patcher, opts)
+        result = _counted(request, route, await route.store.patch(_ns(route), name, patcher, opts))
         return object_response(request, result.obj, warnings=result.warnings)
 
     async def _apply(
@@ -255,7 +261,11 @@ class ApiHandler:
             )
         except errors.StatusError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc.message}") from None
-        result = await route.store.apply(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates)
+        result = _counted(
+            request,
+            route,
+            await route.store.apply(_ns(route), name, parsed.value, opts, parsed.yaml_duplicates),
+        )
         return object_response(
             request, result.obj, status=201 if result.created else 200, warnings=result.warnings
         )
@@ -359,6 +369,14 @@ def _check_name(name: str) -> None:
     key (`..`, `a/b` from `a%2Fb`, `%`) is refused before anything is looked up."""
     if problems := formats.is_valid_path_segment_name(name):
         raise errors.bad_request(f"Name parameter invalid: {errors.go_quote(name)}: {';'.join(problems)}")
+
+
+def _counted(request: web.Request, route: ResourceRoute, result: WriteResult) -> WriteResult:
+    """`result`, its stored object counted in the server's metrics (Events: eventmetrics)."""
+    metrics = request.config_dict.get(METRICS_KEY)
+    if metrics is not None and result.stored:
+        metrics.stored(route.store.kind, result.obj)
+    return result
 
 
 def _user_agent(request: web.Request) -> str:

@@ -9,6 +9,7 @@ buckets (k8s.io/apiserver's endpoints/metrics and storage metrics).
 - `apiserver_watch_events_total` and `apiserver_registered_watchers`, by group, version and kind.
 - `apiserver_storage_objects`, by resource, counted every `--etcd-count-metric-poll-period`.
 - `etcd_request_duration_seconds` and its counters, from `apiserver.storage.metered`.
+- `coreio_events_written_total`, the Events stored, by type, reason and namespace (eventmetrics).
 - The process's `process_*` gauges (resident memory, open descriptors, CPU), under the names Go's
   client gives them, and `coreio_asyncio_tasks`, the tasks alive on the event loop: this server's
   `go_goroutines`, where a leak shows first.
@@ -33,11 +34,14 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from apiserver.auth.requestinfo import RequestInfo, request_info
+from apiserver.http.eventmetrics import MAX_NAMESPACES, MAX_REASONS, EventsWritten
 from apiserver.http.middleware import Handler
 from apiserver.http.responses import RESOURCE_KIND_KEY
 from apiserver.machinery.mediatypes import APPLY_PATCH_TYPE
+from apiserver.machinery.types import JSON
 from apiserver.registry.store import WatchEventOut
 from apiserver.resources.base import ResourceKind
+from apiserver.resources.event import EventKind
 from apiserver.storage.interface import StorageError
 from apiserver.storage.metered import LATENCY_BUCKETS, StorageMetrics
 
@@ -133,7 +137,13 @@ class _TaskCollector:
 class ServerMetrics:
     """One server's registry, its request and watch metrics, and the storage's."""
 
-    def __init__(self, served: Iterable[ResourceKind] = ()) -> None:
+    def __init__(
+        self,
+        served: Iterable[ResourceKind] = (),
+        *,
+        max_event_reasons: int = MAX_REASONS,
+        max_event_namespaces: int = MAX_NAMESPACES,
+    ) -> None:
         # Upstream exposes no `_created` series; prometheus_client would add one to each counter.
         prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
@@ -173,6 +183,9 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.storage = StorageMetrics(self.registry)
+        self.events = EventsWritten(
+            self.registry, max_reasons=max_event_reasons, max_namespaces=max_event_namespaces
+        )
         ProcessCollector(registry=self.registry)
         self.registry.register(_TaskCollector())
 
@@ -228,6 +241,11 @@ class ServerMetrics:
             return None
         group, version, resource = info.api_group, info.api_version, info.resource
         return (verb, _dry_run(request), group, version, resource, info.subresource, scope, COMPONENT)
+
+    def stored(self, kind: ResourceKind, obj: JSON) -> None:
+        """A write stored `obj`, an object of `kind`: Events are counted."""
+        if isinstance(kind, EventKind):
+            self.events.stored(obj)
 
     # ------------------------------------------------------------------ watches
 

@@ -133,7 +133,7 @@ class ResourceStore:
                 objectmeta.metadata(candidate)["name"] = objectmeta.generate_name(str(meta["generateName"]))
             created = await self._create_one(namespace, candidate, opts, retry_taken=generate, requested=meta)
             if created is not None:
-                return WriteResult(created, created=True, warnings=warnings)
+                return WriteResult(created, created=True, warnings=warnings, stored=not opts.dry_run)
         raise errors.already_exists_error(self.gr, str(objectmeta.metadata(obj).get("name", "")))
 
     def _decode_create(

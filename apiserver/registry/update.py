@@ -36,6 +36,9 @@ class WriteResult:
     obj: JSON
     created: bool = False
     warnings: list[str] = field(default_factory=list)
+    # Whether the write stored a new version of the object (not a dry run, not unchanged, not a
+    # deletion by the removal of its last finalizer).
+    stored: bool = False
 
 
 @dataclass
@@ -92,10 +95,11 @@ class ObjectUpdate:
         except StorageError as exc:
             raise status_error(exc, self.gr, self.name) from exc
         obj = self.answer
-        if obj is None:
+        if obj is None:  # the storage's state is the answer: a version was stored
             assert kv is not None
             obj = self.objects.from_kv(kv)
-        return WriteResult(obj, created=self.created, warnings=self.update.warnings)
+        stored = self.answer is None
+        return WriteResult(obj, created=self.created, warnings=self.update.warnings, stored=stored)
 
     async def _decide(self, current: KeyValue | None) -> Decision:
         self.answer, self.deleting = None, False

@@ -77,6 +77,8 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--workers": ("3", 3),
     "--logging-format": ("json", "json"),
     "--etcd-count-metric-poll-period": ("1m0s", 60.0),
+    "--events-metric-max-reasons": ("7", 7),
+    "--events-metric-max-namespaces": ("0", 0),
     "--shutdown-delay-duration": ("5s", 5.0),
     "--shutdown-watch-termination-grace-period": ("1.5", 1.5),
 }
@@ -223,6 +225,7 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
         ),
         (["--default-watch-cache-size", "0"], "--default-watch-cache-size must be positive"),
         (["--workers", "-1"], "--workers must not be negative"),
+        (["--events-metric-max-reasons", "-1"], "--events-metric-max-reasons must not be negative"),
         (
             ["--disable-admission-plugins", "AlwaysPullImages"],
             "--disable-admission-plugins: only NamespaceLifecycle, MutatingAdmissionWebhook, "

@@ -1,0 +1,96 @@
+"""A storm of Warnings shows in /metrics without an exporter (issue 25): coreio_events_written_total
+counts each Event the real kubectl stores (creates, and updates of its series), by type, reason and
+namespace, and not dry runs, unchanged writes or deletions; reasons beyond --events-metric-max-reasons
+are counted as `other`. On both storages, with two workers (their counts summed, as Prometheus would)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.api import Api
+from tests.support.kubectl import Kubectl, event_body
+from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
+
+pytestmark = pytest.mark.tools
+
+NAME = "coreio_events_written_total"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def counted(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    server = start_server(
+        tmp_path_factory.mktemp(f"events-written-{request.param}"),
+        [*backend_args(request, request.param), "--workers=2", "--events-metric-max-reasons=2"],
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def written(server: ServerProcess) -> dict[tuple[str, str, str], float]:
+    """(type, reason, namespace) -> Events written, summed over the workers."""
+    response = Api(server).get("/metrics")
+    assert response.status == 200, response.body
+    totals: dict[tuple[str, str, str], float] = {}
+    for family in text_string_to_metric_families(response.body.decode()):
+        for sample in family.samples:
+            if sample.name == NAME:
+                key = (sample.labels["type"], sample.labels["reason"], sample.labels["namespace"])
+                totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+def warning(name: str, namespace: str, reason: str) -> str:
+    body = event_body(name, namespace)
+    body.update(type="Warning", reason=reason, note=f"{reason} on {name}")
+    return yaml.safe_dump(body)
+
+
+def test_warnings_are_counted_as_stored_by_type_reason_and_namespace(
+    counted: ServerProcess, kubectl: Path
+) -> None:
+    cli = Kubectl(kubectl, counted.kubeconfig)
+    for index in range(3):
+        cli.run("create", "-f", "-", input=warning(f"backoff-{index}", "team-a", "BackOff"))
+    cli.run("create", "-f", "-", input=yaml.safe_dump(event_body("started", "team-a")))  # Normal
+    # A third reason: named by a worker that had met fewer than two (--events-metric-max-reasons).
+    cli.run("create", "-f", "-", input=warning("mount", "team-b", "FailedMount"))
+    # A recorder's repeated occurrence: the series updated, a new version stored; the same patch
+    # again changes nothing and stores nothing.
+    series = json.dumps({"series": {"count": 2, "lastObservedTime": "2026-11-22T02:17:41.123456Z"}})
+    for _ in range(2):
+        cli.run("patch", "events.events.core.io", "backoff-0", "-n", "team-a", "--type=merge", "-p", series)
+    # Not stored either: a dry run; and a deletion is no Event written.
+    cli.run("create", "--dry-run=server", "-f", "-", input=warning("dry", "team-a", "BackOff"))
+    cli.run("delete", "events.events.core.io", "backoff-1", "-n", "team-a")
+    counts = written(counted)
+    assert counts[("Warning", "BackOff", "team-a")] == 4
+    assert counts[("Normal", "Started", "team-a")] == 1
+    assert sum(counts.values()) == 6
+    mounts = counts.get(("Warning", "FailedMount", "team-b"), 0) + counts.get(
+        ("Warning", "other", "team-b"), 0
+    )
+    assert mounts == 1
+
+
+def test_reasons_beyond_the_cap_are_counted_as_other(counted: ServerProcess, kubectl: Path) -> None:
+    cli = Kubectl(kubectl, counted.kubeconfig)
+    before = sum(written(counted).values())
+    reasons = [f"Made{index}Up" for index in range(8)]
+    for index, reason in enumerate(reasons):
+        cli.run("create", "-f", "-", input=warning(f"made-up-{index}", "team-c", reason))
+    counts = written(counted)
+    assert sum(counts.values()) == before + len(reasons)
+    named = {reason for (_, reason, _), n in counts.items() if n and reason in reasons}
+    # Each of the two workers names at most two reasons (BackOff and Started were among them).
+    assert len(named) <= 4
+    assert counts[("Warning", "other", "team-c")] >= len(reasons) - 4
