@@ -2,7 +2,7 @@
 
 A kube-apiserver 1.33 of this module's own, with the Prometheus Operator's CRDs (generated from its
 published API module by `tests.support.prometheus_crds`), takes the ServiceMonitor, the PodMonitor,
-the NetworkPolicies and the metrics reader's RBAC with `kubectl apply --dry-run=server
+the PrometheusRule, the NetworkPolicies and the metrics reader's RBAC with `kubectl apply --dry-run=server
 --validate=strict`: an unknown or misspelt field, a wrong type, enum or pattern is refused there, as
 the tests below show it is. And the ClusterRole is what a scraper following the ServiceMonitor
 needs: coreio, delegating authentication and authorization to that cluster, answers /metrics over
@@ -43,6 +43,7 @@ PROMETHEUS = ("prometheus", "monitoring")  # the ServiceAccount the chart binds:
 ENABLED = (
     "metrics.serviceMonitor.enabled=true",
     "metrics.podMonitor.enabled=true",
+    "metrics.prometheusRule.enabled=true",
     "networkPolicy.enabled=true",
     f"metrics.serviceMonitor.prometheusServiceAccount.name={PROMETHEUS[0]}",
     f"metrics.serviceMonitor.prometheusServiceAccount.namespace={PROMETHEUS[1]}",
@@ -68,6 +69,9 @@ CUSTOMISED = (
     "metrics.podMonitor.scrapeTimeout=20s",
     f"metrics.podMonitor.relabelings={json.dumps(RELABELINGS)}",
     f"metrics.podMonitor.metricRelabelings={json.dumps(RELABELINGS)}",
+    "metrics.prometheusRule.namespace=monitoring",
+    "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+    'metrics.prometheusRule.warningStorm={"perSecond":0.5,"window":"15m","for":"1h","severity":"critical"}',
     "networkPolicy.kubeAPIServerPorts=[443,6443,8443]",
     'networkPolicy.apiserver.from=[{"ipBlock":{"cidr":"10.0.0.0/8","except":["10.1.0.0/16"]}},'
     '{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}},'
@@ -80,14 +84,21 @@ CUSTOMISED = (
 )
 VARIANTS = {"defaults": ENABLED, "customised": CUSTOMISED}
 RBAC_TIMEOUT = 30.0
-CHECKED = {"ServiceMonitor", "PodMonitor", "NetworkPolicy", "ClusterRole", "ClusterRoleBinding"}
+CHECKED = {
+    "ServiceMonitor",
+    "PodMonitor",
+    "PrometheusRule",
+    "NetworkPolicy",
+    "ClusterRole",
+    "ClusterRoleBinding",
+}
 
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
     skip_without_control_plane()
     try:
-        crds = prometheus_crds.monitoring_crds()
+        crds = prometheus_crds.monitoring_crds(("servicemonitors", "podmonitors", "prometheusrules"))
     except GoUnavailable as exc:
         pytest.skip(f"no Prometheus Operator CRDs: {exc}")
     directory = Path(tempfile.mkdtemp(prefix="coreio-monitors-"))
@@ -142,6 +153,7 @@ def test_the_real_schemas_take_what_the_chart_renders(
         "NetworkPolicy",
         "NetworkPolicy",
         "PodMonitor",
+        "PrometheusRule",
         "ServiceMonitor",
     ]
     done = dry_run(plane, objs)
@@ -178,6 +190,12 @@ BROKEN: dict[str, tuple[Callable[[list[Obj]], None], str]] = {
             matchNames="coreio-system"
         ),
         "spec.namespaceSelector.matchNames",
+    ),
+    "rule's duration": (
+        lambda o: _of_kind("PrometheusRule")(o)["spec"]["groups"][0]["rules"][0].update(
+            {"for": "ten minutes"}
+        ),
+        "spec.groups[0].rules[0].for",
     ),
     "built-in kind": (
         lambda o: _of_kind("NetworkPolicy")(o)["spec"]["ingress"][0]["ports"][0].update(port=0),

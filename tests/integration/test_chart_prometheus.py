@@ -1,7 +1,8 @@
 """The chart's objects for the Prometheus Operator (metrics.*), rendered by the real Helm: off by
 default; when on, a ServiceMonitor that selects the Service the operator makes (`children.service`)
 and verifies the server as the operator issues its certificate (the name, the serving Secret's trust
-bundle), a PodMonitor on the operator's metrics port, and the ClusterRole a scraper
+bundle), a PodMonitor on the operator's metrics port, a PrometheusRule whose alert on a storm of
+Warnings reads the counter the server exposes (its PromQL parsed), and the ClusterRole a scraper
 needs; every value given reaches them, and what the schema cannot take is refused. That the monitors
 are what the real CRDs take, and that the ClusterRole lets a scraper in, is checked against a real
 kube-apiserver in tests/e2e/test_chart_monitors.py."""
@@ -12,8 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import promql_parser
 import pytest
+from prometheus_client import CollectorRegistry
 
+from apiserver.http.eventmetrics import EventsWritten
 from apiserver_operator import certificates, children
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
@@ -36,7 +40,8 @@ POD_MONITOR = "metrics.podMonitor.enabled=true"
 OPERATOR = f"{RELEASE}-coreio-operator"
 READER = f"{RELEASE}-coreio-metrics-reader"
 TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-MONITOR_KINDS = {"ServiceMonitor", "PodMonitor"}
+MONITOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+RULE = "metrics.prometheusRule.enabled=true"
 STANDARD_LABELS = {
     "app.kubernetes.io/name": "coreio",
     "app.kubernetes.io/instance": RELEASE,
@@ -61,6 +66,8 @@ EVERYTHING = (
     "metrics.podMonitor.labels.release=kube-prometheus-stack",
     "metrics.podMonitor.interval=1m",
     "metrics.podMonitor.scrapeTimeout=15s",
+    RULE,
+    "metrics.prometheusRule.labels.release=kube-prometheus-stack",
     f"metrics.podMonitor.relabelings={json.dumps(RELABELINGS)}",
     f"metrics.podMonitor.metricRelabelings={json.dumps(METRIC_RELABELINGS)}",
 )
@@ -168,6 +175,72 @@ def test_the_chart_labels_win_over_given_ones(chart: ChartHelm) -> None:
             assert labels.items() >= STANDARD_LABELS.items(), obj["kind"]
 
 
+def storm_alert(objs: list[Obj]) -> Obj:
+    (group,) = only(objs, "PrometheusRule")["spec"]["groups"]
+    (alert,) = group["rules"]
+    assert alert["alert"] == "CoreioEventWarningStorm"
+    return dict(alert)
+
+
+def counter_name() -> str:
+    """The name the server exposes its count of stored Events under (a counter's samples: `_total`,
+    and `_created` unless disabled)."""
+    written = EventsWritten(CollectorRegistry())
+    written.stored({"type": "Warning", "reason": "BackOff", "metadata": {"namespace": "a"}})
+    (name,) = {s.name for m in written.counter.collect() for s in m.samples if s.name.endswith("_total")}
+    return name
+
+
+@pytest.mark.parametrize(
+    ("sets", "threshold", "window", "hold", "severity"),
+    [
+        ((), 1.0, 300, "10m", "warning"),
+        (
+            (
+                'metrics.prometheusRule.warningStorm={"perSecond":0.25,"window":"15m","for":"1h","severity":"critical"}',
+            ),
+            0.25,
+            900,
+            "1h",
+            "critical",
+        ),
+    ],
+    ids=["defaults", "given"],
+)
+def test_the_warning_storm_alert_reads_the_servers_counter_by_namespace(
+    chart: ChartHelm, sets: tuple[str, ...], threshold: float, window: int, hold: str, severity: str
+) -> None:
+    alert = storm_alert(render(chart, RULE, *sets))
+    expr = promql_parser.parse(alert["expr"])
+    assert isinstance(expr, promql_parser.BinaryExpr) and str(expr.op) == ">"
+    assert float(str(expr.rhs)) == threshold
+    summed = expr.lhs
+    assert isinstance(summed, promql_parser.AggregateExpr)
+    assert (str(summed.op), str(summed.modifier)) == ("sum", "by (namespace)")
+    rate = summed.expr
+    assert isinstance(rate, promql_parser.Call) and rate.func.name == "rate"
+    (selector,) = rate.args
+    assert isinstance(selector, promql_parser.MatrixSelector)
+    assert selector.range.total_seconds() == window
+    assert selector.vector_selector.name == counter_name()
+    assert str(selector.vector_selector.matchers) == '{type="Warning"}'
+    assert (alert["for"], alert["labels"]) == (hold, {"severity": severity})
+    assert "$labels.namespace" in alert["annotations"]["summary"]
+
+
+def test_the_service_monitor_keeps_the_servers_namespace_label(chart: ChartHelm) -> None:
+    """The alert groups by the Events' namespace: the scrape must not rename it exported_namespace."""
+    assert endpoint(render(chart, SERVICE_MONITOR))["honorLabels"] is True
+
+
+def test_the_prometheus_rule_goes_where_it_is_told(chart: ChartHelm) -> None:
+    rule = only(render(chart, *EVERYTHING, "metrics.prometheusRule.namespace=monitoring"), "PrometheusRule")
+    assert rule["metadata"]["name"] == f"{RELEASE}-coreio"
+    assert rule["metadata"]["namespace"] == "monitoring"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert only(render(chart, RULE), "PrometheusRule")["metadata"]["namespace"] == NAMESPACE
+
+
 def test_pod_monitor_scrapes_the_operators_metrics_port(chart: ChartHelm) -> None:
     """The port the operator serves /metrics on, in plain HTTP (--metrics-address has no TLS), on
     the operator's pods only."""
@@ -220,7 +293,7 @@ def test_monitors_are_gitops_safe(chart: ChartHelm) -> None:
             for o in render(chart, *variant)
             if o["kind"] in MONITOR_KINDS or o["metadata"]["name"] == READER
         ]
-        assert len(objs) == (4 if variant is EVERYTHING else 3)
+        assert len(objs) == (5 if variant is EVERYTHING else 3)
         assert [problem for obj in objs for problem in gitops_problems(obj)] == []
 
 
@@ -242,6 +315,13 @@ def test_monitors_are_gitops_safe(chart: ChartHelm) -> None:
         ("metrics.serviceMonitor.bearerTokenFile=token", "/metrics/serviceMonitor/bearerTokenFile"),
         ('metrics.serviceMonitor.authorization={"credentials":{"name":"t"}}', "'key'"),
         ("metrics.podMonitor.namespace=Monitoring", "/metrics/podMonitor/namespace"),
+        ("metrics.prometheusRule.warningStorm.perSecond=0", "/metrics/prometheusRule/warningStorm/perSecond"),
+        ("metrics.prometheusRule.warningStorm.window=", "/metrics/prometheusRule/warningStorm/window"),
+        ("metrics.prometheusRule.warningStorm.for=1 hour", "/metrics/prometheusRule/warningStorm/for"),
+        (
+            "metrics.prometheusRule.warningStorm.severity=very bad",
+            "/metrics/prometheusRule/warningStorm/severity",
+        ),
     ],
 )
 def test_schema_refuses(chart: ChartHelm, value: str, field: str) -> None:

@@ -72,7 +72,7 @@ def _build(work: Path, out: Path) -> None:
     if done.returncode != 0:
         raise RuntimeError(f"controller-gen failed ({done.returncode}):\n{done.stderr[-4000:]}")
     written = sorted(path.name for path in crds.glob("*.yaml"))
-    for plural in ("servicemonitors", "podmonitors"):
+    for plural in ("servicemonitors", "podmonitors", "prometheusrules"):
         if f"{GROUP}_{plural}.yaml" not in written:
             raise RuntimeError(f"controller-gen wrote no {plural} CRD, only {written}")
 
