@@ -307,7 +307,15 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
     connector = aiohttp.TCPConnector(ssl=server.ssl_context(), limit=0)
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
-            load = Load(server.url, server.ssl_context(), chains=CHAINS, client_timeout=CLIENT_TIMEOUT)
+            # Written until the last fault is over (a fixed number ended first on a fast machine).
+            faulted = asyncio.Event()
+            load = Load(
+                server.url,
+                server.ssl_context(),
+                chains=4 * CHAINS,
+                client_timeout=CLIENT_TIMEOUT,
+                stop=faulted,
+            )
             watchers = [Watcher(load.url()) for _ in range(4)]
             tasks += [asyncio.create_task(w.run(session, stop)) for w in watchers]
             await asyncio.gather(*(w.listed.wait() for w in watchers))
@@ -328,10 +336,13 @@ async def test_watchers_stay_consistent_through_leader_change_restart_and_compac
             await asyncio.sleep(0.3)  # the load runs on a while past the compaction before they resume
             for watcher in watchers[:2]:
                 watcher.go.set()
-            assert not running.done(), "the load ended before the last fault: make it longer"
+            assert not running.done(), "the load ended before the last fault: raise its bound"
             now = await asyncio.to_thread(cluster.leader)
             follower = next(i for i in cluster.running() if i not in (now, leader))
             faults.append(await kill_and_restart(cluster, follower))  # a member restart
+            await asyncio.sleep(0.5)  # and the load runs on a while after it
+            assert not running.done(), "the load ended before the last fault: raise its bound"
+            faulted.set()
             await asyncio.wait_for(running, timeout=120)
             final, final_rv = await final_state(session, load)
             expected = {name: obj["metadata"]["resourceVersion"] for name, obj in final.items()}

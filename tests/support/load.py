@@ -62,6 +62,9 @@ class Load:
     client_timeout: float = 30.0
     backoff: float = 0.25
     outcomes: list[Outcome] = field(default_factory=list)
+    # Once set, no chain is begun (those under way are finished): a load that runs for as long as
+    # its test needs, `chains` its bound.
+    stop: asyncio.Event | None = None
 
     @property
     def total(self) -> int:
@@ -77,7 +80,7 @@ class Load:
 
             async def worker() -> None:
                 delay = self.backoff  # kept across chains: a worker facing an outage stays patient
-                while not queue.empty():
+                while not queue.empty() and not (self.stop is not None and self.stop.is_set()):
                     delay = await self._chain(session, queue.get_nowait(), delay)
 
             await asyncio.gather(*(worker() for _ in range(self.concurrency)))
