@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -108,11 +109,33 @@ def version_args(version: tuple[int, ...]) -> list[str]:
     return [f"--watch-progress-notify-interval={WATCH_PROGRESS_NOTIFY_INTERVAL}"]
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+NODE_PORTS_START = 30000  # and below Kubernetes' NodePorts, which the node tests' services take
+_PORT_TRIES = 200
+
+
 def _free_port() -> int:
+    """A port free now, below the kernel's range of ports it gives outgoing connections: a member
+    dials its peers while they start, and one of those connections could otherwise be given a
+    peer's port before that peer listens on it (a cluster failed to start so, "bind: address already
+    in use"). Ports the kernel hands out (bind to 0) where the range cannot be read."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low > 4096:
+        for _ in range(_PORT_TRIES):
+            port = random.randrange(max(1024, low // 2), min(low, NODE_PORTS_START))
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        kernel_port: int = sock.getsockname()[1]
+        return kernel_port
 
 
 @dataclass(frozen=True)
