@@ -12,7 +12,6 @@ import orjson
 import yaml
 
 from apiserver.machinery import errors, fastjson, gofmt, jsonsyntax, jsonvalue, mediatypes, offload
-from apiserver.machinery.fastjson import COMPACT_JSON
 
 JSON_TYPE = mediatypes.JSON_TYPE
 YAML_TYPE = mediatypes.YAML_TYPE
@@ -330,7 +329,7 @@ def json_list_chunks(
     `chunk_bytes`, each item encoded as it is reached. An item's compact JSON is taken from its
     encodings, or kept there for the next response that lists it."""
     if not pretty:
-        encoded = (_compact_item(item, encodings) for item, encodings in items)
+        encoded = (fastjson.kept(item, encodings) for item, encodings in items)
         return compact_json_list_chunks(head, encoded, chunk_bytes)
     empty = encode_json({**head, "items": []}, pretty=True)
     # Each item as encode_json indents it, two levels deeper (its strings hold no newlines).
@@ -366,13 +365,6 @@ def _list_chunks(
             parts, size = [], 0
     parts.append(closing)
     yield b"".join(parts)
-
-
-def _compact_item(item: Any, encodings: dict[str, bytes]) -> bytes:
-    encoded = encodings.get(COMPACT_JSON)
-    if encoded is None:
-        encoded = encodings[COMPACT_JSON] = fastjson.dumps(item)
-    return encoded
 
 
 def _pretty_item(item: Any) -> bytes:

@@ -23,6 +23,14 @@ def loads(data: bytes | str) -> Any:
         return json.loads(data)
 
 
+def kept(value: Any, encodings: dict[str, bytes]) -> bytes:
+    """`value`'s compact JSON from `encodings` (a shared object's), made and kept there if absent."""
+    encoded = encodings.get(COMPACT_JSON)
+    if encoded is None:
+        encoded = encodings[COMPACT_JSON] = dumps(value)
+    return encoded
+
+
 def dumps(value: Any) -> bytes:
     """`value` as compact JSON, UTF-8, non-ASCII characters as they are."""
     try:

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 from apiserver.machinery import fastjson
-from apiserver.machinery.fastjson import COMPACT_JSON
 from apiserver.machinery.types import JSON
 from apiserver.registry.stored import StoredObjects
 from apiserver.storage.interface import KeyValue
@@ -87,9 +86,7 @@ class DecodedObjects:
             value, at = kv.value, kv.version_at
             return b"".join((value[:at], _VERSION, str(kv.mod_revision).encode(), b'"', value[at:]))
         shared = self.get(kv)
-        encoded = shared.encodings.get(COMPACT_JSON)
-        if encoded is None:
-            encoded = shared.encodings[COMPACT_JSON] = fastjson.dumps(shared.obj)
+        encoded = fastjson.kept(shared.obj, shared.encodings)
         inserted = _VERSION + str(kv.mod_revision).encode() + b'"'
         at = encoded.find(inserted)
         if at > 0 and encoded == shared.value[:at] + inserted + shared.value[at:]:

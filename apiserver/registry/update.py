@@ -94,11 +94,11 @@ class ObjectUpdate:
             kv = None
         except StorageError as exc:
             raise status_error(exc, self.gr, self.name) from exc
+        stored = self.answer is None  # the storage's state is the answer: a version was stored
         obj = self.answer
-        if obj is None:  # the storage's state is the answer: a version was stored
+        if obj is None:
             assert kv is not None
             obj = self.objects.from_kv(kv)
-        stored = self.answer is None
         return WriteResult(obj, created=self.created, warnings=self.update.warnings, stored=stored)
 
     async def _decide(self, current: KeyValue | None) -> Decision:

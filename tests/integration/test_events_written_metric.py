@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.api import Api
 from tests.support.kubectl import Kubectl, event_body
+from tests.support.metrics import samples
 from tests.support.server import BACKENDS, ServerProcess, backend_args, start_server
 
 pytestmark = pytest.mark.tools
@@ -38,14 +37,10 @@ def counted(
 
 def written(server: ServerProcess) -> dict[tuple[str, str, str], float]:
     """(type, reason, namespace) -> Events written, summed over the workers."""
-    response = Api(server).get("/metrics")
-    assert response.status == 200, response.body
     totals: dict[tuple[str, str, str], float] = {}
-    for family in text_string_to_metric_families(response.body.decode()):
-        for sample in family.samples:
-            if sample.name == NAME:
-                key = (sample.labels["type"], sample.labels["reason"], sample.labels["namespace"])
-                totals[key] = totals.get(key, 0.0) + sample.value
+    for labels, value in samples(server, NAME):
+        key = (labels["type"], labels["reason"], labels["namespace"])
+        totals[key] = totals.get(key, 0.0) + value
     return totals
 
 
