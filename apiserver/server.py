@@ -318,8 +318,14 @@ async def serve_on(
             await started.runner.cleanup()
             return
         sock = listen(settings.bind_address, settings.secure_port, reuse_port=True)
-    site = web.SockSite(started.runner, sock, ssl_context=serving.context)
-    await site.start()
+    handler = started.runner.server
+    assert handler is not None  # the runner is set up
+    listener = await asyncio.get_running_loop().create_server(
+        started.lifecycle.accepting(handler),
+        sock=sock,
+        ssl=serving.context,
+        backlog=LISTEN_BACKLOG,
+    )
     log.log(
         logging.INFO if announce else logging.DEBUG,
         "coreio-apiserver serving on %s (storage: %s%s; event loop: %s)",
@@ -335,7 +341,7 @@ async def serve_on(
             reached.kubeconfig,
         )
     await signals.received()
-    await shut_down(settings, started.runner, site, started.lifecycle)
+    await shut_down(settings, started.runner, listener, started.lifecycle)
 
 
 async def ready_or_stopped(system: SystemEndpoints, signals: Signals) -> bool:
@@ -473,18 +479,20 @@ def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
 
 
 async def shut_down(
-    settings: Settings, runner: web.AppRunner, site: web.BaseSite, lifecycle: Lifecycle
+    settings: Settings, runner: web.AppRunner, listener: asyncio.Server, lifecycle: Lifecycle
 ) -> None:
     """kube-apiserver's graceful termination: /readyz fails at once while everything is still
     served for --shutdown-delay-duration (load balancers take the server out meanwhile); then the
-    listener closes, the open watches end normally (spread over
-    --shutdown-watch-termination-grace-period), the requests in flight finish (within the request
-    timeout) and the storage closes last."""
+    listener closes, the connections it accepted send their requests, the open watches end
+    normally (spread over --shutdown-watch-termination-grace-period), the requests in flight finish
+    (within the request timeout) and the storage closes last."""
     lifecycle.initiate_shutdown()
     delay = settings.shutdown_delay_duration
     log.info("shutting down: /readyz fails from now on%s", f", serving {delay:g}s more" if delay else "")
     await asyncio.sleep(delay)
-    await site.stop()
+    listener.close()
+    lifecycle.listener_closed()
+    await lifecycle.arrivals_done()
     ended = await lifecycle.end_watches(settings.shutdown_watch_termination_grace_period)
     log.info("stopped listening; ended %d watch(es); %d request(s) in flight", ended, lifecycle.in_flight)
     try:
@@ -492,6 +500,7 @@ async def shut_down(
             await lifecycle.drained()
     except TimeoutError:
         log.warning("%d request(s) still in flight; cancelling them", lifecycle.in_flight)
+    lifecycle.closed = True
     await runner.cleanup()
     log.info("shut down")
 
