@@ -23,7 +23,7 @@ from apiserver import __version__, logs, server, supervisor
 from apiserver.config import ADMISSION_PLUGINS, Settings
 from apiserver.http.limits import QuietMalformedRequests
 from apiserver.machinery.gofmt import parse_go_duration
-from apiserver.resources import KINDS
+from apiserver.resources import SERVABLE_KINDS, runtime_config
 from apiserver.resources.base import ResourceKind
 
 PROG = "coreio-apiserver"
@@ -421,6 +421,11 @@ FLAGS = (
     ),
     Flag("--shutdown-delay-duration", _SHUTDOWN_DELAY_HELP, _duration),
     Flag("--shutdown-watch-termination-grace-period", _WATCH_GRACE_HELP, _duration),
+    Flag(
+        "--runtime-config",
+        "key=value pairs that enable or disable served APIs: <group>/<version>=true|false, or "
+        "api/all, api/ga, api/beta, api/alpha=true|false (alpha and beta versions are off by default)",
+    ),
 )
 
 
@@ -448,7 +453,11 @@ def version() -> str:
 
 
 def _describe(kinds: Sequence[ResourceKind]) -> str:
-    served = [f"{kind.kind}s ({kind.api_version})" for kind in kinds]
+    served = [
+        f"{kind.kind}s ({kind.api_version}"
+        + (")" if runtime_config.stability(kind.version) == "ga" else ", alpha: off by default)")
+        for kind in kinds
+    ]
     listed = (", ".join(served[:-1]) + " and " + served[-1]) if len(served) > 1 else "".join(served)
     return f"Serves {listed}."
 
@@ -488,7 +497,7 @@ def _parser(flags: Sequence[Flag], kinds: Sequence[ResourceKind]) -> argparse.Ar
     return parser
 
 
-def parse_args(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KINDS) -> Settings:
+def parse_args(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = SERVABLE_KINDS) -> Settings:
     """Settings from the command line; a mistake ends the process (status 2) with one line."""
     flags = [*FLAGS, *kind_flags(kinds)]
     parser = _parser(flags, kinds)
@@ -501,11 +510,16 @@ def parse_args(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] 
         for dest in list(given)
         if dest.startswith(_EXPIRY_DEST)
     }
+    try:
+        runtime_config.enabled_kinds(kinds, given.get("runtime_config", ""))
+    except ValueError as exc:
+        parser.error(f"--runtime-config: {exc}")
     return Settings(**given, expiry_seconds=expiry)
 
 
-def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KINDS) -> None:
-    """The console script: serves `kinds` (a program serving more kinds passes its own list)."""
+def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = SERVABLE_KINDS) -> None:
+    """The console script: serves `kinds` that --runtime-config leaves on (a program serving more
+    kinds passes its own list)."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -516,7 +530,7 @@ def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = KIND
     # audit log, certificates, keys) is 0600 and every directory 0700, as upstream keeps its own.
     os.umask(0o077)
     try:
-        supervisor.run(settings, kinds)
+        supervisor.run(settings, runtime_config.enabled_kinds(kinds, settings.runtime_config))
     except server.StartError as exc:
         # One line and status 1, as kube-apiserver ends when it cannot start.
         sys.exit(f"{PROG}: error: {exc}")

@@ -125,6 +125,8 @@ class Settings:
     # while everything is still served before the listener closes, and over how long the open
     # watches are then ended (0: all at once).
     shutdown_delay_duration: float = 0.0
+    # kube-apiserver's --runtime-config: which group versions are served (apiserver.resources.runtime_config).
+    runtime_config: str = ""
     shutdown_watch_termination_grace_period: float = 0.0
 
     @property

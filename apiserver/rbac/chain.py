@@ -274,6 +274,27 @@ class Authorization:
         """The escalation check, as the kinds' admission asks for it (`ServerChecks`)."""
         return self.admit_role_binding
 
+    async def allows(
+        self, user: UserInfo, verb: str, group: str, resource: str, namespace: str, name: str = ""
+    ) -> bool:
+        """Whether the authorizer lets `user` `verb` `resource` of `group` in `namespace` (every
+        namespace: ""), the object `name` if given, as it would rule on that request
+        (`ServerChecks`)."""
+        where = f"/namespaces/{namespace}" if namespace else ""
+        prefix = "apis" if group else "api"  # the core group's
+        info = RequestInfo(
+            verb=verb,
+            path=f"/{prefix}{'/' + group if group else ''}/v1{where}/{resource}{'/' + name if name else ''}",
+            is_resource_request=True,
+            api_prefix=prefix,
+            api_group=group,
+            api_version="v1",
+            namespace=namespace,
+            resource=resource,
+            name=name,
+        )
+        return (await self.authorizer.authorize(user, info)).allowed
+
     async def start(self) -> None:
         if isinstance(self.roles, ClusterRoleSource):
             self.roles.on_change.append(self.index.schedule_recheck)

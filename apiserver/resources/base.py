@@ -54,6 +54,13 @@ class ServerChecks(Protocol):
         rbac escalation check, on RoleBindings)."""
         ...
 
+    async def allows(
+        self, user: UserInfo, verb: str, group: str, resource: str, namespace: str, name: str = ""
+    ) -> bool:
+        """Whether `user` may `verb` `resource` of `group` in `namespace` ("": every namespace),
+        the object `name` if given."""
+        ...
+
 
 @dataclass(frozen=True)
 class Expiry:

@@ -10,7 +10,6 @@ official Python client.
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import uuid
@@ -23,9 +22,8 @@ import yaml
 from kubernetes import config, dynamic, watch
 from kubernetes.client import ApiClient
 
-from apiserver import pki
 from tests.support.api import Api, rolebinding
-from tests.support.kubectl import Kubectl
+from tests.support.kubectl import Kubectl, as_user
 from tests.support.metrics import wait_for_bindings
 from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port
 
@@ -57,7 +55,12 @@ def server(
     process = ServerProcess(
         tmp_path_factory.mktemp(f"gadgets-{request.param}"),
         free_port(),
-        [*backend_args(request, request.param), "--gadget-ttl", "86400"],
+        [
+            *backend_args(request, request.param),
+            "--gadget-ttl",
+            "86400",
+            f"--runtime-config={GROUP_VERSION}=true",  # an alpha version, off by default
+        ],
         module="tests.support.thirdkind",
     )
     process.start()
@@ -79,20 +82,6 @@ def client(server: ServerProcess) -> Iterator[dynamic.DynamicClient]:
         yield dynamic.DynamicClient(api_client)
     finally:
         api_client.close()
-
-
-def as_user(kubectl: Kubectl, server: ServerProcess, user: str) -> Kubectl:
-    """kubectl with a client certificate for `user` (no groups) from the server's CA."""
-    ca = pki.KeyPair.load(server.data_dir / "pki" / "ca.crt", server.data_dir / "pki" / "ca.key")
-    pair = pki.issue_client_certificate(ca, user, ())
-    document = yaml.safe_load(server.kubeconfig.read_text())
-    document["users"][0]["user"] = {
-        "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
-        "client-key-data": base64.b64encode(pair.key_pem).decode(),
-    }
-    path = server.data_dir / f"{user}.kubeconfig"
-    path.write_text(yaml.safe_dump(document))
-    return Kubectl(kubectl.binary, path)
 
 
 def test_discovery_aggregated_and_legacy(admin: Api, kubectl_cli: Kubectl) -> None:

@@ -5,6 +5,7 @@ The `kubectl_cli` fixture is kubectl on the module's `server` (registered in the
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from apiserver import pki
 from tests.support.server import ServerProcess
 
 RB = "rolebindings.rbac.authorization.core.io"
@@ -90,3 +92,17 @@ def event_body(name: str, namespace: str) -> dict[str, Any]:
 
 def event_yaml(name: str, namespace: str) -> str:
     return yaml.safe_dump(event_body(name, namespace))
+
+
+def as_user(kubectl: Kubectl, server: ServerProcess, user: str) -> Kubectl:
+    """kubectl with a client certificate for `user` (no groups) from the server's CA."""
+    ca = pki.KeyPair.load(server.data_dir / "pki" / "ca.crt", server.data_dir / "pki" / "ca.key")
+    pair = pki.issue_client_certificate(ca, user, ())
+    document = yaml.safe_load(server.kubeconfig.read_text())
+    document["users"][0]["user"] = {
+        "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+        "client-key-data": base64.b64encode(pair.key_pem).decode(),
+    }
+    path = server.data_dir / f"{user}.kubeconfig"
+    path.write_text(yaml.safe_dump(document))
+    return Kubectl(kubectl.binary, path)

@@ -81,6 +81,7 @@ GIVEN: dict[str, tuple[str, Any]] = {
     "--events-metric-max-namespaces": ("0", 0),
     "--shutdown-delay-duration": ("5s", 5.0),
     "--shutdown-watch-termination-grace-period": ("1.5", 1.5),
+    "--runtime-config": ("events.core.io/v1alpha1=true", "events.core.io/v1alpha1=true"),
 }
 # The fields no flag of the table sets: the kinds' flags fill this one.
 KIND_SET = {"expiry_seconds"}
@@ -193,7 +194,10 @@ def test_help_names_the_served_kinds(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "Serves RoleBindings (rbac.authorization.core.io/v1) and Events (events.core.io/v1)." in out
+    assert (
+        "Serves RoleBindings (rbac.authorization.core.io/v1), Events (events.core.io/v1) and EventExports"
+        " (events.core.io/v1alpha1, alpha: off by default)." in out
+    )
     assert "--event-ttl EVENT_TTL" in out
     assert "--authentication-token-webhook-cache-ttl AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL" in out
     assert "--authorization-mode {RBAC,AlwaysAllow}" in out

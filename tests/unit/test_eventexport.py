@@ -1,0 +1,236 @@
+"""EventExport (events.core.io/v1alpha1): defaults, validation (each mistake named by its path),
+the status kept from writes of the object, generation, printing, the author's rights, and which
+kinds --runtime-config serves."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from apiserver.machinery.errors import StatusError
+from apiserver.machinery.user import UserInfo
+from apiserver.resources import KINDS, SERVABLE_KINDS, runtime_config
+from apiserver.resources.base import Admission
+from apiserver.resources.eventexport import EventExportKind
+from tests.support.thirdkind import GadgetKind
+
+KIND = EventExportKind()
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+
+def export(**spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "events.core.io/v1alpha1",
+        "kind": "EventExport",
+        "metadata": {"name": "to-hook", "namespace": "shop"},
+        "spec": {"sink": {"webhook": {"url": "https://hooks.example.com/k8s"}}, **spec},
+    }
+    return body
+
+
+def decoded(body: dict[str, Any]) -> dict[str, Any]:
+    return KIND.decode(copy.deepcopy(body)).obj
+
+
+def errors(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(e.field, e.type.value[0], e.detail) for e in KIND.validate(decoded(body))]
+
+
+def test_defaults_are_set_on_decode() -> None:
+    spec = decoded(export())["spec"]
+    assert spec["sink"]["webhook"]["format"] == "JSON"
+    assert spec["batch"] == {"maxEvents": 100, "maxWait": "1s"}
+    assert (spec["series"], spec["maxLag"]) == ("Every", "1h")
+    assert errors(export()) == []
+    given = decoded(export(batch={"maxEvents": 5}, series="Changes", maxLag="10m"))["spec"]
+    assert (given["batch"], given["series"], given["maxLag"]) == (
+        {"maxEvents": 5, "maxWait": "1s"},
+        "Changes",
+        "10m",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"namespaces": ["*", "shop"]}, ("spec.namespaces", "FieldValueInvalid", "must be the only entry")),
+        ({"namespaces": ["Shop"]}, ("spec.namespaces[0]", "FieldValueInvalid", "a lowercase RFC 1123")),
+        ({"namespaces": ["a", "a"]}, ("spec.namespaces[1]", "FieldValueInvalid", "must not be listed twice")),
+        ({"match": [{"reason": "(unclosed"}]}, ("spec.match[0].reason", "FieldValueInvalid", "regular")),
+        ({"drop": [{}]}, ("spec.drop[0]", "FieldValueRequired", "a rule must set at least one field")),
+        ({"drop": [{"labels": {"app": "["}}]}, ("spec.drop[0].labels[app]", "FieldValueInvalid", "regular")),
+        ({"batch": {"maxEvents": 20000}}, ("spec.batch.maxEvents", "FieldValueInvalid", "between 1 and")),
+        ({"batch": {"maxWait": "2m"}}, ("spec.batch.maxWait", "FieldValueInvalid", "between 0s and 60s")),
+        ({"batch": {"maxWait": "soon"}}, ("spec.batch.maxWait", "FieldValueInvalid", "a duration")),
+        ({"series": "Some"}, ("spec.series", "FieldValueNotSupported", 'supported values: "Changes"')),
+        ({"maxLag": "30s"}, ("spec.maxLag", "FieldValueInvalid", "at least 60s")),
+        ({"sink": {}}, ("spec.sink", "FieldValueRequired", "a sink must be given")),
+        (
+            {"sink": {"webhook": {"url": "https://h.example"}, "jsonLines": {"path": "-"}}},
+            ("spec.sink", "FieldValueInvalid", "exactly one sink must be given"),
+        ),
+        (
+            {"sink": {"webhook": {"url": "ftp://h.example"}}},
+            ("spec.sink.webhook.url", "FieldValueInvalid", "http"),
+        ),
+        (
+            {"sink": {"webhook": {"url": "https://u:p@h.example"}}},
+            ("spec.sink.webhook.url", "FieldValueForbidden", "must not hold credentials"),
+        ),
+        (
+            {"sink": {"webhook": {"url": "https://h.example", "format": "XML"}}},
+            ("spec.sink.webhook.format", "FieldValueNotSupported", '"CloudEvents", "JSON"'),
+        ),
+        (
+            {"sink": {"jsonLines": {"path": "events.jsonl"}}},
+            ("spec.sink.jsonLines.path", "FieldValueInvalid", "must be an absolute path"),
+        ),
+        (
+            {"sink": {"jsonLines": {"path": "-", "maxSizeMiB": 10}}},
+            ("spec.sink.jsonLines.maxSizeMiB", "FieldValueForbidden", "standard output is not rotated"),
+        ),
+    ],
+)
+def test_each_mistake_is_named_by_its_path(spec: dict[str, Any], expected: tuple[str, str, str]) -> None:
+    found = errors(export(**spec))
+    assert len(found) == 1, found
+    (path, kind, detail) = found[0]
+    assert (path, kind) == expected[:2]
+    assert expected[2] in detail, detail
+
+
+def test_a_webhook_url_is_required_and_the_sink_too() -> None:
+    body = export()
+    del body["spec"]["sink"]["webhook"]["url"]
+    assert [e[:2] for e in errors(body)] == [("spec.sink.webhook.url", "FieldValueRequired")]
+
+
+def test_the_status_is_the_exporters_and_a_spec_change_is_a_new_generation() -> None:
+    created = decoded(export())
+    created["status"] = {"position": "99"}
+    KIND.prepare_for_create(created)
+    assert "status" not in created and created["metadata"]["generation"] == 1
+    stored = {**created, "status": {"position": "12", "counts": {"sent": 3}}}
+    same = decoded(export())
+    same["metadata"]["generation"] = 1
+    same["status"] = {"position": "1000"}  # a write of the object does not move the position
+    KIND.prepare_for_update(same, stored)
+    assert same["status"] == {"position": "12", "counts": {"sent": 3}}
+    assert same["metadata"]["generation"] == 1
+    changed = decoded(export(maxLag="2h"))
+    changed["metadata"]["generation"] = 1
+    KIND.prepare_for_update(changed, stored)
+    assert changed["metadata"]["generation"] == 2
+
+
+def test_the_row_shows_sink_position_lag_and_ready() -> None:
+    obj = decoded(export())
+    obj["metadata"]["creationTimestamp"] = "2026-11-27T11:00:00Z"
+    assert KIND.table_row(obj, NOW) == ["to-hook", "webhook", "<none>", "<none>", "<none>", "60m"]
+    obj["status"] = {
+        "position": "4711",
+        "lag": {"seconds": 90},
+        "conditions": [{"type": "Lagging", "status": "False"}, {"type": "Ready", "status": "True"}],
+    }
+    assert KIND.table_row(obj, NOW)[1:5] == ["webhook", "4711", "90s", "True"]
+    assert [column.name for column in KIND.table_columns] == [
+        "Name",
+        "Sink",
+        "Position",
+        "Lag",
+        "Ready",
+        "Age",
+    ]
+
+
+class FakeChecks:
+    """ServerChecks whose authorizer allows exactly the rights listed (a fake, for unit tests)."""
+
+    def __init__(self, allowed: set[tuple[str, str, str, str, str]]) -> None:
+        self.allowed = allowed
+        self.asked: list[tuple[str, str, str, str, str]] = []
+
+    @property
+    def escalation_check(self) -> Admission:
+        raise AssertionError("not asked")
+
+    async def allows(
+        self, user: UserInfo, verb: str, group: str, resource: str, namespace: str, name: str = ""
+    ) -> bool:
+        self.asked.append((verb, group, resource, namespace, name))
+        return (verb, group, resource, namespace, name) in self.allowed
+
+
+READ_SHOP = {
+    ("list", "events.core.io", "events", "shop", ""),
+    ("watch", "events.core.io", "events", "shop", ""),
+}
+ADA = UserInfo(name="ada", groups=())
+
+
+async def admit(checks: FakeChecks, body: dict[str, Any]) -> StatusError | None:
+    guard = KIND.admission(checks)
+    assert guard is not None
+    try:
+        await guard(ADA, "shop", decoded(body), None)
+    except StatusError as error:
+        return error
+    return None
+
+
+async def test_the_author_must_read_the_events_it_exports() -> None:
+    assert await admit(FakeChecks(READ_SHOP), export()) is None
+    refused = await admit(FakeChecks(READ_SHOP), export(namespaces=["*"]))
+    assert refused is not None and refused.code == 403
+    assert refused.message == (
+        'eventexports.events.core.io "to-hook" is forbidden: user "ada" cannot list events cluster-wide,'
+        " which it would export"
+    )
+    other = await admit(FakeChecks(READ_SHOP), export(namespaces=["shop", "bank"]))
+    assert other is not None and 'cannot list events in the namespace "bank"' in other.message
+
+
+async def test_the_author_must_read_the_secret_its_sink_reads() -> None:
+    body = export(sink={"webhook": {"url": "https://h.example", "headersFrom": {"name": "token"}}})
+    refused = await admit(FakeChecks(READ_SHOP), body)
+    assert refused is not None and refused.code == 403
+    assert refused.message.endswith('user "ada" cannot get the secret "token", which its sink reads')
+    checks = FakeChecks(READ_SHOP | {("get", "", "secrets", "shop", "token")})
+    assert await admit(checks, body) is None
+    assert checks.asked[-1] == ("get", "", "secrets", "shop", "token")
+
+
+# --- --runtime-config ---------------------------------------------------------------------------
+
+
+def served(text: str) -> list[str]:
+    return [kind.api_version for kind in runtime_config.enabled_kinds((*SERVABLE_KINDS, GadgetKind()), text)]
+
+
+def test_alpha_versions_are_off_unless_enabled() -> None:
+    ga = ["rbac.authorization.core.io/v1", "events.core.io/v1"]
+    assert served("") == ga
+    assert served("events.core.io/v1alpha1=true") == [*ga, "events.core.io/v1alpha1"]
+    assert served("events.core.io/v1alpha1") == [*ga, "events.core.io/v1alpha1"]  # a key alone: true
+    assert served("api/alpha=true") == [*ga, "events.core.io/v1alpha1", "gadgets.example.com/v1alpha1"]
+    assert served("api/alpha=true,gadgets.example.com/v1alpha1=false") == [*ga, "events.core.io/v1alpha1"]
+    assert served("api/all=false,events.core.io/v1=true") == ["events.core.io/v1"]
+    assert served("api/all=false,api/ga=true") == ga
+    assert [kind.api_version for kind in KINDS] == ga
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apps/v1=true", "unknown api groups apps/v1 (known: "),
+        ("events.core.io/v1alpha1=yes", "invalid value of events.core.io/v1alpha1=yes"),
+        ("=true", "invalid value of =true"),
+    ],
+)
+def test_a_wrong_runtime_config_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        runtime_config.enabled_kinds(SERVABLE_KINDS, text)
+    assert str(raised.value).startswith(message)
