@@ -453,13 +453,14 @@ def version() -> str:
 
 
 def _describe(kinds: Sequence[ResourceKind]) -> str:
-    served = [
-        f"{kind.kind}s ({kind.api_version}"
-        + (")" if runtime_config.stability(kind.version) == "ga" else ", alpha: off by default)")
-        for kind in kinds
-    ]
+    served = [f"{kind.kind}s ({kind.api_version}{_off_by_default(kind)})" for kind in kinds]
     listed = (", ".join(served[:-1]) + " and " + served[-1]) if len(served) > 1 else "".join(served)
     return f"Serves {listed}."
+
+
+def _off_by_default(kind: ResourceKind) -> str:
+    level = runtime_config.stability(kind.version)
+    return "" if level == "ga" else f", {level or 'not GA'}: off by default"
 
 
 _EPILOG = "Times are a number of seconds or a Go duration (90, 1m30s, 1h0m0s)."

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from apiserver.machinery.regexp import regexp_error
+
 
 class CompileError(Exception):
     """An expression that does not parse or type-check; the message is the compiler's report."""
@@ -51,26 +53,6 @@ def _index_out_of_bounds(match: re.Match[str]) -> str:
 def _regex(match: re.Match[str]) -> str:
     return regexp_error(match.group(1))
 
-
-def regexp_error(detail: str) -> str:
-    """RE2's report of a bad pattern (`missing ): (a`) as Go's regexp words it: `error parsing
-    regexp: missing closing ): `(a``."""
-    for re2, go in _REGEX_WORDS:
-        detail = detail.replace(re2, go, 1)
-    text, _, pattern = detail.rpartition(": ")
-    return f"error parsing regexp: {text}: `{pattern}`" if text else f"error parsing regexp: {detail}"
-
-
-# RE2's words for a bad pattern, as Go's regexp/syntax says them.
-_REGEX_WORDS = (
-    ("missing ]", "missing closing ]"),
-    ("missing )", "missing closing )"),
-    ("unexpected )", "unexpected )"),
-    ("bad repetition operator", "invalid nested repetition operator"),
-    ("no argument for repetition operator", "missing argument to repetition operator"),
-    ("invalid escape sequence", "invalid escape sequence"),
-    ("invalid repetition size", "invalid repeat count"),
-)
 
 _CONVERSION_TYPES = {"int": "int", "uint": "uint", "double": "double", "bool": "bool"}
 

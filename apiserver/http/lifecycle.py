@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -82,10 +83,14 @@ class Lifecycle:
         """Returns once each connection accepted so far has sent its first bytes (parsed at once:
         its request is then in flight), been closed, failed its TLS handshake or been open for
         NEW_CONNECTION_GRACE seconds."""
-        # Polled: asyncio tells a protocol nothing of a failed handshake; its stand-in only
-        # disappears, once collected.
-        while any(time.monotonic() - at < NEW_CONNECTION_GRACE for at in self._new_connections.values()):  # noqa: ASYNC110
+        # Polled: the event loop tells a protocol nothing of a failed handshake; its stand-in only
+        # disappears once collected (at once on uvloop; asyncio's keeps it in a cycle).
+        collected = False
+        while any(time.monotonic() - at < NEW_CONNECTION_GRACE for at in self._new_connections.values()):
             await asyncio.sleep(ARRIVAL_POLL)
+            if not collected and self._new_connections:
+                collected = True
+                gc.collect(1)  # a young cycle: no full collection needed
 
     def arrived(self, connection: NewConnection) -> None:
         """`connection` sent its first bytes or ended: it is no longer waited for."""

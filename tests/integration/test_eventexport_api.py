@@ -134,16 +134,22 @@ def test_only_authors_who_may_read_what_it_exports_write_one(
     with_secret = export("hook", sink={"webhook": {"url": "https://h.example", "headersFrom": {"name": "t"}}})
     secret = ada.run("create", "-n", ns, "-f", "-", input=json.dumps(with_secret), check=False)
     assert secret.stdout == "eventexport.events.core.io/hook created\n", secret.stderr  # admin gets Secrets
-    # edit may not write exports at all: they send Events out of the cluster.
+    # edit may not write exports at all: they send Events out of the cluster ...
     denied = eve.run("create", "-n", ns, "-f", "-", input=json.dumps(export("eves")), check=False)
     assert denied.stderr.startswith(
         f'Error from server (Forbidden): error when creating "STDIN": {EXPORTS} is forbidden: User "eve"'
         f' cannot create resource "eventexports" in API group "events.core.io" in the namespace "{ns}"'
     ), denied.stderr
-    assert [item["metadata"]["name"] for item in eve.json("get", EXPORTS, "-n", ns)["items"]] == [
+    assert [item["metadata"]["name"] for item in ada.json("get", EXPORTS, "-n", ns)["items"]] == [
         "hook",
         "own",
     ]
+    # ... nor read them: a webhook's URL may hold a token.
+    unread = eve.run("get", EXPORTS, "-n", ns, check=False)
+    assert unread.stderr == (
+        f'Error from server (Forbidden): {EXPORTS} is forbidden: User "eve" cannot list resource'
+        f' "eventexports" in API group "events.core.io" in the namespace "{ns}"\n'
+    )
 
 
 def test_the_alpha_version_is_not_served_unless_enabled(tmp_path: Path, kubectl: Path) -> None:

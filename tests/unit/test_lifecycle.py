@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from apiserver import standalone
-from apiserver.http.lifecycle import Lifecycle
+from apiserver import pki, standalone
+from apiserver.http.lifecycle import NEW_CONNECTION_GRACE, Lifecycle
 
 
 def test_the_data_directory_is_held_until_released(tmp_path: Path) -> None:
@@ -56,3 +56,25 @@ async def test_watches_are_ended_once_and_late_ones_at_once() -> None:
             assert ended[-1] == "late"
     assert sorted(ended) == ["a", "b", "late"]
     assert lifecycle.open_watches == 0
+
+
+async def test_a_failed_handshake_does_not_hold_the_shutdown(tmp_path: Path) -> None:
+    """On asyncio's own loop (the fallback where uvloop is missing) a connection whose TLS handshake
+    failed leaves its stand-in in a reference cycle, never told; the wait for the new connections
+    collects it instead of waiting out their grace."""
+    files = standalone.bootstrap(tmp_path / "data", port=6443)
+    serving = pki.ServingCertificate(files.serving_cert, files.serving_key, files.ca_cert)
+    lifecycle = Lifecycle()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lifecycle.accepting(asyncio.Protocol), "127.0.0.1", 0, ssl=serving.context
+    )
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP to a TLS port
+    await asyncio.wait_for(reader.read(), timeout=10)  # the server gave up on it
+    writer.close()
+    server.close()
+    started = time.monotonic()
+    await asyncio.wait_for(lifecycle.arrivals_done(), timeout=NEW_CONNECTION_GRACE / 2)
+    assert time.monotonic() - started < 1

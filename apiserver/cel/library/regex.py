@@ -11,32 +11,21 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import re2
 from cel_expr_python import cel
 
-from apiserver.cel.errors import regexp_error
+from apiserver.machinery.regexp import compile_go
 
 T = cel.Type
 # Distinct patterns kept compiled; policies use few, and each is compiled once here.
 _CACHED_PATTERNS = 256
 
 
-def _options() -> Any:
-    options = re2.Options()
-    options.log_errors = False  # a bad pattern is the caller's error, not a line on stderr
-    return options
-
-
-_OPTIONS = _options()
-
-
 @functools.lru_cache(maxsize=_CACHED_PATTERNS)
 def _compiled(pattern: str) -> Any:
     try:
-        return re2.compile(pattern, _OPTIONS)
-    except re2.error as exc:
-        detail = exc.args[0].decode() if isinstance(exc.args[0], bytes) else str(exc.args[0])
-        raise ValueError(f"Illegal regex: {regexp_error(detail)}") from None
+        return compile_go(pattern)
+    except ValueError as exc:
+        raise ValueError(f"Illegal regex: {exc}") from None
 
 
 def _find(text: str, pattern: str) -> str:
