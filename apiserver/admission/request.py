@@ -115,7 +115,9 @@ def for_write(
     if name is None:
         name = str((obj.get("metadata") or {}).get("name") or "")
     options = write_options_object(operation, opts)
-    return AdmissionRequest(kind, operation, namespace, name, obj, old, opts.user, opts.dry_run, options)
+    return AdmissionRequest(
+        kind, operation, namespace, name, obj, old, opts.user, opts.dry_run, options, opts.subresource
+    )
 
 
 def for_delete(

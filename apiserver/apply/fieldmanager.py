@@ -383,15 +383,18 @@ class FieldManager:
         """update() of a create: from the empty object (read, never changed, so not copied)."""
         return self.update(self._empty, new, manager, reset=reset)
 
-    def update(self, live: JSON, new: JSON, manager: str, *, reset: bool = False) -> JSON:
+    def update(
+        self, live: JSON, new: JSON, manager: str, *, reset: bool = False, subresource: str = ""
+    ) -> JSON:
         """`new` with its managedFields updated for a create, update or non-apply patch from `live`
         (the empty object for a create) by `manager`. `reset`: the request sent an empty
         managedFields list. On any failure the live object's managedFields are kept. `new` is the
-        caller's to give up (decoded for this write): the answer shares its parts."""
+        caller's to give up (decoded for this write): the answer shares its parts. `subresource`:
+        the one written through (its entry names it)."""
         try:
             managed = self._live_or_new(live, new, reset)
             out = _given_up_without_managed_fields(new)
-            managed = self._update_managers(live, out, managed, manager)
+            managed = self._update_managers(live, out, managed, manager, subresource)
             return _with_managed_fields(out, managed)
         except ValueError:
             out = copy.deepcopy(new)
@@ -416,14 +419,18 @@ class FieldManager:
         except ManagedFieldsError:
             return Managed()
 
-    def _update_managers(self, live: JSON, new: JSON, managed: Managed, manager: str) -> Managed:
+    def _update_managers(
+        self, live: JSON, new: JSON, managed: Managed, manager: str, subresource: str = ""
+    ) -> Managed:
         # An object that carries no managed fields is not tracked until it is applied to; a create is.
         if not managed.fields and _metadata(live).get("uid"):
             return managed
-        return self._cap_update_managers(self._track_update(live, new, managed, manager))
+        return self._cap_update_managers(self._track_update(live, new, managed, manager, subresource))
 
-    def _track_update(self, live: JSON, new: JSON, managed: Managed, manager: str) -> Managed:
-        identifier = manager_identifier(manager or UNKNOWN_MANAGER, UPDATE, self.api_version)
+    def _track_update(
+        self, live: JSON, new: JSON, managed: Managed, manager: str, subresource: str = ""
+    ) -> Managed:
+        identifier = manager_identifier(manager or UNKNOWN_MANAGER, UPDATE, self.api_version, subresource)
         out = managed.copy()
         out.fields = self._structured_update(live, new, out.fields, _CURRENT_OPERATION)
         self._strip(out.fields, _CURRENT_OPERATION)

@@ -12,6 +12,7 @@ from apiserver.machinery.types import JSON
 from apiserver.resources.base import ResourceKind
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+STATUS_VERBS = ["get", "patch", "update"]
 
 
 def storage_version_hash(kind: ResourceKind) -> str:
@@ -35,6 +36,8 @@ class Resource:
     categories: tuple[str, ...] = ()
     # Upstream lists one for stored kinds only (none for the create-only reviews).
     storage_version_hash: str = ""
+    # Whether it serves a /status subresource.
+    status: bool = False
 
     @classmethod
     def of(cls, kind: ResourceKind) -> Resource:
@@ -50,6 +53,7 @@ class Resource:
             tuple(kind.short_names),
             tuple(kind.categories),
             storage_version_hash(kind),
+            kind.status_subresource,
         )
 
     @classmethod
@@ -87,7 +91,22 @@ class Resource:
             entry["shortNames"] = list(self.short_names)
         if self.categories:
             entry["categories"] = list(self.categories)
+        if self.status:
+            entry["subresources"] = [
+                {
+                    "subresource": "status",
+                    "responseKind": {"group": "", "version": "", "kind": self.kind},
+                    "verbs": STATUS_VERBS,
+                }
+            ]
         return entry
+
+    def legacy_subresources(self) -> list[JSON]:
+        """The entries of its subresources in an APIResourceList, after its own."""
+        if not self.status:
+            return []
+        entry = {"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced}
+        return [{**entry, "kind": self.kind, "verbs": STATUS_VERBS}]
 
 
 @dataclass(frozen=True)
@@ -137,7 +156,7 @@ class Discovery:
             "kind": "APIResourceList",
             "apiVersion": "v1",
             "groupVersion": f"{group}/{version}",
-            "resources": [resource.legacy() for resource in served],
+            "resources": [entry for r in served for entry in (r.legacy(), *r.legacy_subresources())],
         }
 
     def aggregated(self, api_version: str) -> JSON:

@@ -56,6 +56,8 @@ class ResourceRoute:
     verb: str
     namespace: str | None
     name: str | None
+    # "status" for a kind's /status, else "".
+    subresource: str = ""
 
 
 class ApiHandler:
@@ -81,14 +83,17 @@ class ApiHandler:
         return await self._resource(request, route)
 
     def _route(self, info: RequestInfo) -> ResourceRoute | None:
-        """A served kind's operation, or None (404): no subresource is served, and a name needs a
-        namespace (both kinds are namespaced). Empty, `.` and `..` segments name no kind."""
+        """A served kind's operation, or None (404): the only subresource served is the status of
+        a kind that has one, and a name needs a namespace (the kinds are namespaced). Empty, `.`
+        and `..` segments name no kind."""
         store = self.stores.get((info.api_group, info.api_version, info.resource))
-        if store is None or info.api_prefix != "apis" or info.subresource or info.verb == "proxy":
+        if store is None or info.api_prefix != "apis" or info.verb == "proxy":
+            return None
+        if info.subresource and (info.subresource != "status" or not store.kind.status_subresource):
             return None
         if info.name and not info.namespace and info.verb not in ("list", "watch"):
             return None
-        return ResourceRoute(store, info.verb, info.namespace or None, info.name or None)
+        return ResourceRoute(store, info.verb, info.namespace or None, info.name or None, info.subresource)
 
     # ------------------------------------------------------------------ discovery
 
@@ -149,6 +154,8 @@ class ApiHandler:
             return {"list": self._list}
         if route.namespace is None:
             return {}
+        if route.subresource:
+            return {"get": self._get, "update": self._update, "patch": self._patch}
         if route.name is None:
             return {"create": self._create, "deletecollection": self._delete_collection}
         return {"get": self._get, "update": self._update, "patch": self._patch, "delete": self._delete}
@@ -203,6 +210,7 @@ class ApiHandler:
     async def _update(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         opts = query.write_options(request.query, "UpdateOptions", user_agent=_user_agent(request))
         opts.user = request_user(request)
+        opts.subresource = route.subresource
         _, parsed = await _body(request)
         name = _name(route)
         result = _counted(
@@ -217,12 +225,14 @@ class ApiHandler:
     async def _patch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
         media = codec.parse_media_type(content_type).type if content_type else ""
-        served = (
+        served: tuple[str, ...] = (
             codec.JSON_PATCH_TYPE,
             codec.MERGE_PATCH_TYPE,
             codec.STRATEGIC_PATCH_TYPE,
             codec.APPLY_PATCH_TYPE,
         )
+        if route.subresource:
+            served = served[:-1]  # server-side apply to a status is not served yet
         if media not in served:
             raise errors.unsupported_media_type(list(served))
         opts = query.write_options(
@@ -233,6 +243,7 @@ class ApiHandler:
             user_agent=_user_agent(request),
         )
         opts.user = request_user(request)
+        opts.subresource = route.subresource
         name = _name(route)
         if media == codec.APPLY_PATCH_TYPE:
             return await self._apply(request, route, opts)

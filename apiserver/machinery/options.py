@@ -133,6 +133,8 @@ class WriteOptions:
     user: UserInfo | None = None
     # fieldValidation as the request named it ("" when it did not), for admission's options object.
     requested_field_validation: str = ""
+    # The subresource written through ("status"), or "" for the object itself.
+    subresource: str = ""
 
 
 @dataclass

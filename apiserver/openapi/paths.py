@@ -363,39 +363,11 @@ class KindRoutes:
         )
 
     def namespaced_object(self) -> PathItem:
-        k, obj = self.kind.kind, self.object_name
+        k = self.kind.kind
         return PathItem(
             f"{self.collection}/{{name}}",
             (
-                self.op(
-                    "get",
-                    "read",
-                    f"Namespaced{k}",
-                    f"read the specified {k}",
-                    "get",
-                    responses=(("200", obj),),
-                ),
-                self.op(
-                    "put",
-                    "replace",
-                    f"Namespaced{k}",
-                    f"replace the specified {k}",
-                    "put",
-                    responses=(("200", obj), ("201", obj)),
-                    params=_sorted(WRITE_PARAMS),
-                    body=obj,
-                ),
-                self.op(
-                    "patch",
-                    "patch",
-                    f"Namespaced{k}",
-                    f"partially update the specified {k}",
-                    "patch",
-                    responses=(("200", obj), ("201", obj)),
-                    params=_sorted(PATCH_PARAMS),
-                    body=META_PREFIX + "Patch",
-                    consumes=PATCH_BODY_TYPES,
-                ),
+                *self.read_replace_patch(f"Namespaced{k}", f"the specified {k}", PATCH_BODY_TYPES),
                 self.op(
                     "delete",
                     "delete",
@@ -407,6 +379,46 @@ class KindRoutes:
                     body=META_PREFIX + "DeleteOptions",
                     body_required=False,
                 ),
+            ),
+            (self.name_param, P_NAMESPACE, P_PRETTY),
+        )
+
+    def read_replace_patch(self, rest: str, what: str, consumes: tuple[str, ...]) -> tuple[Operation, ...]:
+        """get, put and patch of one object (`what`: "the specified Kind", or its status)."""
+        obj = self.object_name
+        return (
+            self.op("get", "read", rest, f"read {what}", "get", responses=(("200", obj),)),
+            self.op(
+                "put",
+                "replace",
+                rest,
+                f"replace {what}",
+                "put",
+                responses=(("200", obj), ("201", obj)),
+                params=_sorted(WRITE_PARAMS),
+                body=obj,
+            ),
+            self.op(
+                "patch",
+                "patch",
+                rest,
+                f"partially update {what}",
+                "patch",
+                responses=(("200", obj), ("201", obj)),
+                params=_sorted(PATCH_PARAMS),
+                body=META_PREFIX + "Patch",
+                consumes=consumes,
+            ),
+        )
+
+    def namespaced_status(self) -> PathItem:
+        """/status of a kind that serves it: read, replace and patch (server-side apply excepted:
+        not served on a status yet)."""
+        k = self.kind.kind
+        return PathItem(
+            f"{self.collection}/{{name}}/status",
+            self.read_replace_patch(
+                f"Namespaced{k}Status", f"status of the specified {k}", PATCH_BODY_TYPES[1:]
             ),
             (self.name_param, P_NAMESPACE, P_PRETTY),
         )
@@ -460,7 +472,14 @@ class KindRoutes:
 def resource_paths(kind: ResourceKind, object_name: str, list_name: str) -> list[PathItem]:
     """Every route of a namespaced kind, as kube-apiserver's installer names and documents them."""
     routes = KindRoutes(kind, object_name, list_name)
-    return [routes.list_all(), routes.namespaced_collection(), routes.namespaced_object(), *routes.watches()]
+    status = [routes.namespaced_status()] if kind.status_subresource else []
+    return [
+        routes.list_all(),
+        routes.namespaced_collection(),
+        routes.namespaced_object(),
+        *status,
+        *routes.watches(),
+    ]
 
 
 def discovery_path(path: str, operation: str, description: str, response: str, tag_: str) -> PathItem:

@@ -206,7 +206,7 @@ class ResourceStore:
         reset = managedfields.requests_reset(raw)
 
         def replace(current: JSON) -> JSON:
-            return self.field_manager.update(current, copy.deepcopy(obj), _manager(opts), reset=reset)
+            return self._tracked(current, copy.deepcopy(obj), opts, reset)
 
         update = Update(
             replace,
@@ -214,9 +214,19 @@ class ResourceStore:
             warnings,
             precondition=str(meta.get("resourceVersion") or ""),
             uid=str(meta.get("uid") or ""),
-            allow_create=True,
+            allow_create=not opts.subresource,
         )
         return await self._update(namespace, name, update)
+
+    def _tracked(self, current: JSON, obj: JSON, opts: WriteOptions, reset: bool) -> JSON:
+        """`obj` (the caller's to give up) with its managed fields, as written over `current`;
+        through /status, only its status is taken, before the fields are tracked (upstream's reset
+        fields), so the manager owns what it could change."""
+        if opts.subresource == "status":
+            self.kind.reset_for_status(obj, current)
+        return self.field_manager.update(
+            current, obj, _manager(opts), reset=reset, subresource=opts.subresource
+        )
 
     async def patch(self, namespace: str, name: str, patcher: Patcher, opts: WriteOptions) -> WriteResult:
         """Applies `patcher` to the current object (again on conflict) and stores the result."""
@@ -230,9 +240,7 @@ class ResourceStore:
             if meta.get("name") != name:
                 raise strategy.name_mismatch(str(meta.get("name") or ""), name)
             strategy.check_namespace(meta, namespace)
-            return self.field_manager.update(
-                current, obj, _manager(opts), reset=managedfields.requests_reset(result)
-            )
+            return self._tracked(current, obj, opts, managedfields.requests_reset(result))
 
         return await self._update(namespace, name, Update(patched, opts, warnings))
 

@@ -24,7 +24,7 @@ def prepare_create(kind: ResourceKind, obj: JSON) -> None:
     kind.prepare_for_create(obj)
 
 
-def prepare_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
+def prepare_update(kind: ResourceKind, new: JSON, old: JSON, subresource: str = "") -> None:
     meta = objectmeta.metadata(new)
     old_meta = old["metadata"]
     if not meta.get("uid"):
@@ -44,7 +44,10 @@ def prepare_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
         meta["generation"] = old_meta["generation"]
     else:
         meta.pop("generation", None)
-    kind.prepare_for_update(new, old)
+    if subresource == "status":
+        kind.reset_for_status(new, old)
+    else:
+        kind.prepare_for_update(new, old)
 
 
 def validate_create(kind: ResourceKind, obj: JSON) -> None:
@@ -57,11 +60,13 @@ def prepare_and_validate_create(kind: ResourceKind, obj: JSON) -> None:
     validate_create(kind, obj)
 
 
-def validate_update(kind: ResourceKind, new: JSON, old: JSON) -> None:
-    """rest.BeforeUpdate's checks of any kind's metadata, then the kind's own: kube-apiserver
-    reports an error of both in each (twice in the causes, once in the message), in that order."""
+def validate_update(kind: ResourceKind, new: JSON, old: JSON, subresource: str = "") -> None:
+    """rest.BeforeUpdate's checks of any kind's metadata, then the kind's own (its status's, for a
+    write through /status): kube-apiserver reports an error of both in each (twice in the causes,
+    once in the message), in that order."""
     common = validate_common_object_meta_update(new["metadata"], old["metadata"], namespaced=kind.namespaced)
-    _refuse(kind, new, common + kind.validate_update(new, old))
+    own = kind.validate_status_update(new, old) if subresource == "status" else kind.validate_update(new, old)
+    _refuse(kind, new, common + own)
 
 
 def _refuse(kind: ResourceKind, obj: JSON, errs: list[errors.FieldError]) -> None:

@@ -110,11 +110,12 @@ class ObjectUpdate:
         self.created = False
         new = await offload.run(lambda: self.update.transform(old))
         self._check_resource_version(new, old)
-        strategy.prepare_update(self.kind, new, old)
+        subresource = self.update.opts.subresource
+        strategy.prepare_update(self.kind, new, old, subresource)
         if self.admission is not None:
             admitted = await self.admission.admit(self._request(UPDATE, new, old))
             new = admitted if admitted is not None else new
-        await offload.run(lambda: strategy.validate_update(self.kind, new, old))
+        await offload.run(lambda: strategy.validate_update(self.kind, new, old, subresource))
         if self.admission is not None:
             await self.admission.validate(self._request(UPDATE, new, old))
         managedfields.restore_unchanged_times(new, old)

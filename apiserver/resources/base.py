@@ -13,6 +13,7 @@ omitempty applied, scheme defaults set. Everything else is the strategy of k8s.i
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -111,6 +112,9 @@ class ResourceKind(ABC):
     # `VIEW_ROLE`) grants on the kind. Each role takes in the one below it (admin holds edit's
     # rules, edit view's), so a verb is named at the lowest role that grants it.
     role_verbs: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # Whether the kind serves /status, through which only the status is written (and writes of the
+    # object leave the status as it was: the kind's prepare_for_update keeps it).
+    status_subresource: ClassVar[bool] = False
 
     @property
     def api_version(self) -> str:
@@ -137,6 +141,27 @@ class ResourceKind(ABC):
     @abstractmethod
     def prepare_for_update(self, obj: JSON, old: JSON) -> None:
         """Clears or carries over what the server owns on update (in place)."""
+
+    def reset_for_status(self, obj: JSON, old: JSON) -> None:
+        """What a write through /status may not change, taken back from `old` (in place): all
+        but the status, the managed fields and the resourceVersion the request names (upstream's
+        status strategy)."""
+        meta = obj.get("metadata")
+        given: JSON = meta if isinstance(meta, dict) else {}
+        kept = {key: given[key] for key in ("managedFields", "resourceVersion") if key in given}
+        status = obj.get("status")
+        obj.clear()
+        obj.update(copy.deepcopy(old))
+        obj.pop("status", None)
+        if status is not None:
+            obj["status"] = status
+        old_meta = obj.setdefault("metadata", {})
+        old_meta.pop("managedFields", None)
+        old_meta.update(kept)
+
+    def validate_status_update(self, obj: JSON, old: JSON) -> list[FieldError]:
+        """All errors of a write through /status (the kind's status checks)."""
+        return []
 
     @abstractmethod
     def validate(self, obj: JSON) -> list[FieldError]:

@@ -13,6 +13,7 @@ An alpha version: served only when `--runtime-config` enables events.core.io/v1a
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, ClassVar
@@ -23,6 +24,7 @@ from pydantic import BaseModel, Field
 from apiserver.machinery import formats
 from apiserver.machinery.errors import (
     FieldError,
+    duplicate,
     forbidden,
     forbidden_error,
     go_quote,
@@ -229,12 +231,16 @@ class EventExportStatus(BaseModel):
     position: Annotated[str, _OPTIONAL] = Field(
         default="", description="The resourceVersion up to which every Event was delivered."
     )
-    lag: Annotated[Lag, _OPTIONAL] = Field(default_factory=Lag, description="How far behind the position is.")
+    lag: Annotated[Lag | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None, description="How far behind the position is."
+    )
     lastError: Annotated[str, _OPTIONAL] = Field(default="", description="The sink's last error.")
-    lastSuccessTime: Annotated[str | None, Go(omitempty=True, format=TIME)] = Field(
+    lastSuccessTime: Annotated[str | None, Go(omitempty=True, pointer=True, format=TIME)] = Field(
         default=None, description="When a batch was last acknowledged."
     )
-    counts: Annotated[Counts, _OPTIONAL] = Field(default_factory=Counts, description="What was sent.")
+    counts: Annotated[Counts | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None, description="What was sent."
+    )
     conditions: Annotated[list[Condition], _OPTIONAL] = Field(
         default_factory=list,
         description="Ready and Lagging.",
@@ -434,6 +440,68 @@ def validate_spec(spec: JSON) -> list[FieldError]:
     return errs
 
 
+_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+CONDITION_STATUSES = ["False", "True", "Unknown"]
+MAX_REASON_LENGTH = 1024
+MAX_MESSAGE_LENGTH = 32768
+
+
+def validate_condition(condition: JSON, path: str) -> list[FieldError]:
+    """metav1.Condition's checks (upstream's ValidateCondition)."""
+    errs = [
+        invalid(f"{path}.type", _s(condition, "type"), m)
+        for m in formats.is_qualified_name(_s(condition, "type"))
+    ]
+    if _s(condition, "status") not in CONDITION_STATUSES:
+        errs.append(not_supported(f"{path}.status", _s(condition, "status"), CONDITION_STATUSES))
+    if not condition.get("lastTransitionTime"):
+        errs.append(required(f"{path}.lastTransitionTime", "must be set"))
+    reason = _s(condition, "reason")
+    if not reason:
+        errs.append(required(f"{path}.reason", "must be set"))
+    elif not _REASON.fullmatch(reason):
+        errs.append(
+            invalid(
+                f"{path}.reason",
+                reason,
+                "a condition reason must start with alphabetic character, "
+                "optionally followed by a string of alphanumeric characters or '_,:', and must end "
+                "with an alphanumeric character or '_'",
+            )
+        )
+    elif len(reason) > MAX_REASON_LENGTH:
+        errs.append(invalid(f"{path}.reason", "", f"may not be more than {MAX_REASON_LENGTH} bytes"))
+    if len(_s(condition, "message")) > MAX_MESSAGE_LENGTH:
+        errs.append(invalid(f"{path}.message", "", f"may not be more than {MAX_MESSAGE_LENGTH} bytes"))
+    return errs
+
+
+def validate_status(status: JSON) -> list[FieldError]:
+    """What the exporter writes: a position that is a resourceVersion, counts and lags not below 0,
+    conditions as metav1's, one of each type."""
+    errs: list[FieldError] = []
+    position = _s(status, "position")
+    if position and not position.isdigit():
+        errs.append(invalid("status.position", position, "must be a resourceVersion (digits)"))
+    for group, fields in (
+        ("lag", ("revisions", "seconds")),
+        ("counts", ("sent", "failed", "batches", "gaps")),
+    ):
+        for field in fields:
+            value = _d(status, group).get(field, 0)
+            if isinstance(value, int) and value < 0:
+                errs.append(invalid(f"status.{group}.{field}", value, "must be greater than or equal to 0"))
+    seen: set[str] = set()
+    for i, condition in enumerate(_l(status, "conditions")):
+        path = f"status.conditions[{i}]"
+        condition = condition if isinstance(condition, dict) else {}
+        errs += validate_condition(condition, path)
+        if _s(condition, "type") in seen:
+            errs.append(duplicate(f"{path}.type", _s(condition, "type")))
+        seen.add(_s(condition, "type"))
+    return errs
+
+
 # ----------------------------------------------------------------------------- admission
 
 
@@ -530,6 +598,7 @@ class EventExportKind(ResourceKind):
     singular: ClassVar[str] = "eventexport"
     model: ClassVar[type[BaseModel]] = EventExport
     table_columns: ClassVar[tuple[TableColumn, ...]] = TABLE_COLUMNS
+    status_subresource: ClassVar[bool] = True
     go_type: ClassVar[str] = "events.EventExport"
     # Exporting sends a namespace's Events out of the cluster: namespace admins decide it, and only
     # they read it (a webhook's URL may hold a token, as view reads no Secret).
@@ -566,6 +635,9 @@ class EventExportKind(ResourceKind):
     def validate_update(self, obj: JSON, old: JSON) -> list[FieldError]:
         meta = validate_object_meta_update(_d(obj, "metadata"), _d(old, "metadata"))
         return meta + validate_spec(_d(obj, "spec"))
+
+    def validate_status_update(self, obj: JSON, old: JSON) -> list[FieldError]:
+        return validate_status(_d(obj, "status"))
 
     def selectable_fields(self, obj: JSON) -> dict[str, str]:
         return object_meta_fields(obj)

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.tools
 
 GROUP_VERSION = "events.core.io/v1alpha1"
 EXPORTS = "eventexports.events.core.io"
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
 def export(name: str, **spec: Any) -> dict[str, Any]:
@@ -134,6 +135,15 @@ def test_only_authors_who_may_read_what_it_exports_write_one(
     with_secret = export("hook", sink={"webhook": {"url": "https://h.example", "headersFrom": {"name": "t"}}})
     secret = ada.run("create", "-n", ns, "-f", "-", input=json.dumps(with_secret), check=False)
     assert secret.stdout == "eventexport.events.core.io/hook created\n", secret.stderr  # admin gets Secrets
+    # The status is the exporter's: no aggregated role grants it, admin included (kubectl reads it first).
+    position = json.dumps({"status": {"position": "7"}})
+    status = ada.run(
+        "patch", EXPORTS, "own", "-n", ns, "--subresource=status", "--type=merge", "-p", position, check=False
+    )
+    assert status.stderr == (
+        f'Error from server (Forbidden): {EXPORTS} "own" is forbidden: User "ada" cannot get resource'
+        f' "eventexports/status" in API group "events.core.io" in the namespace "{ns}"\n'
+    )
     # edit may not write exports at all: they send Events out of the cluster ...
     denied = eve.run("create", "-n", ns, "-f", "-", input=json.dumps(export("eves")), check=False)
     assert denied.stderr.startswith(
@@ -166,3 +176,94 @@ def test_the_alpha_version_is_not_served_unless_enabled(tmp_path: Path, kubectl:
         assert f"apis/{GROUP_VERSION}" not in api.get("/openapi/v3").json["paths"]
     finally:
         plain.stop()
+
+
+READY = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "Delivering",
+    "message": "every batch acknowledged",
+    "lastTransitionTime": "2026-11-27T18:00:00Z",
+}
+
+
+def test_the_exporter_writes_the_status_through_its_subresource(admin: Api, kubectl_cli: Kubectl) -> None:
+    ns = namespace()
+    path = f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports"
+    assert admin.post(path, export("tracked")).status == 201
+    patch = {
+        "status": {"position": "42", "lag": {"seconds": 5}, "conditions": [READY]},
+        "spec": {"maxLag": "5h"},
+    }
+    patched = kubectl_cli.run(
+        "patch", EXPORTS, "tracked", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+    )
+    assert patched.stdout == "eventexport.events.core.io/tracked patched\n"
+    stored = admin.get(f"{path}/tracked").json
+    # Only the status moved: the spec and the generation are as they were.
+    assert stored["status"] == {"position": "42", "lag": {"seconds": 5}, "conditions": [READY]}
+    assert (stored["spec"]["maxLag"], stored["metadata"]["generation"]) == ("1h", 1)
+    (entry,) = [e for e in stored["metadata"]["managedFields"] if e.get("subresource") == "status"]
+    assert entry["manager"] == "kubectl-patch" and entry["operation"] == "Update"
+    assert "f:status" in entry["fieldsV1"] and "f:spec" not in entry["fieldsV1"]
+    row = kubectl_cli.run("get", EXPORTS, "tracked", "-n", ns, "--no-headers").stdout.split()
+    assert row[1:5] == ["webhook", "42", "5s", "True"]
+    # A PUT of the status names the version it read: a stale one is a conflict.
+    stale = stored | {"status": {"position": "43"}}
+    stale["metadata"] = stored["metadata"] | {"resourceVersion": "1"}
+    assert admin.put(f"{path}/tracked/status", stale).status == 409
+    assert admin.put(f"{path}/tracked/status", stored | {"status": {"position": "43"}}).status == 200
+    assert admin.get(f"{path}/tracked/status").json["status"] == {"position": "43"}
+
+
+def test_a_wrong_status_is_refused_and_no_status_is_created(admin: Api) -> None:
+    ns = namespace()
+    path = f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports"
+    created = admin.post(path, export("checked")).json
+    bad = created | {"status": {"position": "latest", "conditions": [READY | {"status": "Maybe"}, READY]}}
+    refused = admin.put(f"{path}/checked/status", bad)
+    assert refused.status == 422, refused.body
+    assert [(c["field"], c["reason"]) for c in refused.json["details"]["causes"]] == [
+        ("status.position", "FieldValueInvalid"),
+        ("status.conditions[0].status", "FieldValueNotSupported"),
+        ("status.conditions[1].type", "FieldValueDuplicate"),
+    ]
+    missing = created | {"metadata": {"name": "absent", "namespace": ns}}
+    assert admin.put(f"{path}/absent/status", missing).status == 404  # a status creates nothing
+    apply = admin.patch(
+        f"{path}/checked/status?fieldManager=x",
+        {"status": {"position": "1"}},
+        content_type="application/apply-patch+yaml",
+    )
+    assert apply.status == 415, apply.body  # server-side apply to a status: not served yet
+    assert "application/merge-patch+json" in apply.json["message"]
+    events = f"/apis/events.core.io/v1/namespaces/{ns}/events/any/status"
+    assert admin.get(events).status == 404  # Events have no status subresource
+
+
+def test_discovery_and_openapi_list_the_status_subresource(admin: Api) -> None:
+    resources = admin.get(f"/apis/{GROUP_VERSION}").json["resources"]
+    assert resources[1] == {
+        "name": "eventexports/status",
+        "singularName": "",
+        "namespaced": True,
+        "kind": "EventExport",
+        "verbs": ["get", "patch", "update"],
+    }
+    aggregated = admin.get("/apis", headers={"Accept": AGGREGATED}).json
+    (group,) = [item for item in aggregated["items"] if item["metadata"]["name"] == "events.core.io"]
+    (alpha,) = [v for v in group["versions"] if v["version"] == "v1alpha1"]
+    assert alpha["resources"][0]["subresources"] == [
+        {
+            "subresource": "status",
+            "responseKind": {"group": "", "version": "", "kind": "EventExport"},
+            "verbs": ["get", "patch", "update"],
+        }
+    ]
+    paths = admin.get(f"/openapi/v3/apis/{GROUP_VERSION}").json["paths"]
+    status = paths[f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/eventexports/{{name}}/status"]
+    assert [status[method]["operationId"] for method in ("get", "put", "patch")] == [
+        "readEventsCoreIoV1alpha1NamespacedEventExportStatus",
+        "replaceEventsCoreIoV1alpha1NamespacedEventExportStatus",
+        "patchEventsCoreIoV1alpha1NamespacedEventExportStatus",
+    ]
