@@ -60,6 +60,21 @@ class ResourceRoute:
     subresource: str = ""
 
 
+# /apis/<group>/<version>/namespaces/<namespace>/<plural>/<name>/status
+_STATUS_SEGMENTS = 8
+
+
+def _status_path(info: RequestInfo, store: ResourceStore) -> bool:
+    """Whether a subresource request is one of a kind's /status, on one named object, exactly."""
+    return (
+        info.subresource == "status"
+        and store.kind.status_subresource
+        and bool(info.name and info.namespace)
+        and info.verb not in ("list", "watch")
+        and len(split_path(info.path)) == _STATUS_SEGMENTS
+    )
+
+
 class ApiHandler:
     """Serves everything under /apis."""
 
@@ -89,7 +104,7 @@ class ApiHandler:
         store = self.stores.get((info.api_group, info.api_version, info.resource))
         if store is None or info.api_prefix != "apis" or info.verb == "proxy":
             return None
-        if info.subresource and (info.subresource != "status" or not store.kind.status_subresource):
+        if info.subresource and not _status_path(info, store):
             return None
         if info.name and not info.namespace and info.verb not in ("list", "watch"):
             return None

@@ -150,6 +150,7 @@ class ResourceStore:
         strategy.check_namespace(meta, namespace)
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        self.kind.keep_status(obj, None)
         return self.field_manager.create(obj, _manager(opts), reset=managedfields.requests_reset(raw))
 
     async def _create_one(
@@ -219,11 +220,11 @@ class ResourceStore:
         return await self._update(namespace, name, update)
 
     def _tracked(self, current: JSON, obj: JSON, opts: WriteOptions, reset: bool) -> JSON:
-        """`obj` (the caller's to give up) with its managed fields, as written over `current`;
-        through /status, only its status is taken, before the fields are tracked (upstream's reset
-        fields), so the manager owns what it could change."""
-        if opts.subresource == "status":
-            self.kind.reset_for_status(obj, current)
+        """`obj` (the caller's to give up) with its managed fields, as written over `current`:
+        only what its subresource may change is taken (through /status the status, else all but
+        the status) before the fields are tracked (upstream's reset fields), so that the manager
+        owns what it could change."""
+        self.kind.keep_to_subresource(obj, current, opts.subresource)
         return self.field_manager.update(
             current, obj, _manager(opts), reset=reset, subresource=opts.subresource
         )
@@ -255,6 +256,9 @@ class ResourceStore:
         # schema first), so decoding it again warns of nothing.
         canonical = dataclasses.replace(opts, field_validation=FIELD_VALIDATION_IGNORE)
         warnings: list[str] = []
+
+        if self.kind.status_subresource and isinstance(configuration, dict):
+            configuration.pop("status", None)  # a reset field of the object's writes
 
         def applied(current: JSON) -> JSON:
             creating = not current["metadata"].get("uid")

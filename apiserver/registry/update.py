@@ -115,6 +115,8 @@ class ObjectUpdate:
         if self.admission is not None:
             admitted = await self.admission.admit(self._request(UPDATE, new, old))
             new = admitted if admitted is not None else new
+            # Upstream's strategy runs after mutating admission: no webhook changes more either.
+            self.kind.keep_to_subresource(new, old, subresource)
         await offload.run(lambda: strategy.validate_update(self.kind, new, old, subresource))
         if self.admission is not None:
             await self.admission.validate(self._request(UPDATE, new, old))

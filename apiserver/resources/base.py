@@ -159,6 +159,24 @@ class ResourceKind(ABC):
         old_meta.pop("managedFields", None)
         old_meta.update(kept)
 
+    def keep_status(self, obj: JSON, old: JSON | None) -> None:
+        """A write of the object itself does not change the status of a kind that serves /status:
+        `old`'s is put back (none for a create), in place."""
+        if not self.status_subresource:
+            return
+        obj.pop("status", None)
+        if old is not None and "status" in old:
+            obj["status"] = copy.deepcopy(old["status"])
+
+    def keep_to_subresource(self, obj: JSON, old: JSON, subresource: str) -> None:
+        """What a write through `subresource` ("": the object) may change, and nothing else, kept
+        of `obj` (the reset fields of upstream's strategies, applied before fields are tracked and
+        again after mutating admission)."""
+        if subresource == "status":
+            self.reset_for_status(obj, old)
+        else:
+            self.keep_status(obj, old)
+
     def validate_status_update(self, obj: JSON, old: JSON) -> list[FieldError]:
         """All errors of a write through /status (the kind's status checks)."""
         return []

@@ -31,6 +31,7 @@ from apiserver.machinery.errors import (
     invalid,
     not_supported,
     required,
+    too_long,
 )
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.metav1 import (
@@ -444,53 +445,54 @@ _REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 CONDITION_STATUSES = ["False", "True", "Unknown"]
 MAX_REASON_LENGTH = 1024
 MAX_MESSAGE_LENGTH = 32768
+_REASON_MESSAGE = (
+    "a condition reason must start with alphabetic character, optionally followed by a string of "
+    "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'"
+)
+
+
+def _not_negative(obj: JSON, field: str, path: str) -> list[FieldError]:
+    value = obj.get(field, 0)
+    if isinstance(value, int) and value < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    return []
 
 
 def validate_condition(condition: JSON, path: str) -> list[FieldError]:
     """metav1.Condition's checks (upstream's ValidateCondition)."""
-    errs = [
-        invalid(f"{path}.type", _s(condition, "type"), m)
-        for m in formats.is_qualified_name(_s(condition, "type"))
-    ]
+    kind = _s(condition, "type")
+    errs = [invalid(f"{path}.type", kind, m) for m in formats.is_qualified_name(kind)]
     if _s(condition, "status") not in CONDITION_STATUSES:
         errs.append(not_supported(f"{path}.status", _s(condition, "status"), CONDITION_STATUSES))
+    errs += _not_negative(condition, "observedGeneration", f"{path}.observedGeneration")
     if not condition.get("lastTransitionTime"):
         errs.append(required(f"{path}.lastTransitionTime", "must be set"))
     reason = _s(condition, "reason")
     if not reason:
         errs.append(required(f"{path}.reason", "must be set"))
     elif not _REASON.fullmatch(reason):
-        errs.append(
-            invalid(
-                f"{path}.reason",
-                reason,
-                "a condition reason must start with alphabetic character, "
-                "optionally followed by a string of alphanumeric characters or '_,:', and must end "
-                "with an alphanumeric character or '_'",
-            )
-        )
-    elif len(reason) > MAX_REASON_LENGTH:
-        errs.append(invalid(f"{path}.reason", "", f"may not be more than {MAX_REASON_LENGTH} bytes"))
-    if len(_s(condition, "message")) > MAX_MESSAGE_LENGTH:
-        errs.append(invalid(f"{path}.message", "", f"may not be more than {MAX_MESSAGE_LENGTH} bytes"))
+        errs.append(invalid(f"{path}.reason", reason, _REASON_MESSAGE))
+    if formats.byte_length(reason) > MAX_REASON_LENGTH:
+        errs.append(too_long(f"{path}.reason", "", MAX_REASON_LENGTH))
+    if formats.byte_length(_s(condition, "message")) > MAX_MESSAGE_LENGTH:
+        errs.append(too_long(f"{path}.message", "", MAX_MESSAGE_LENGTH))
     return errs
 
 
 def validate_status(status: JSON) -> list[FieldError]:
-    """What the exporter writes: a position that is a resourceVersion, counts and lags not below 0,
-    conditions as metav1's, one of each type."""
-    errs: list[FieldError] = []
+    """What the exporter writes: a position that is a resourceVersion, counts, lags and
+    generations not below 0, conditions as metav1's, one of each type."""
     position = _s(status, "position")
-    if position and not position.isdigit():
+    errs: list[FieldError] = []
+    if position and not (position.isascii() and position.isdigit()):
         errs.append(invalid("status.position", position, "must be a resourceVersion (digits)"))
+    errs += _not_negative(status, "observedGeneration", "status.observedGeneration")
     for group, fields in (
         ("lag", ("revisions", "seconds")),
         ("counts", ("sent", "failed", "batches", "gaps")),
     ):
         for field in fields:
-            value = _d(status, group).get(field, 0)
-            if isinstance(value, int) and value < 0:
-                errs.append(invalid(f"status.{group}.{field}", value, "must be greater than or equal to 0"))
+            errs += _not_negative(_d(status, group), field, f"status.{group}.{field}")
     seen: set[str] = set()
     for i, condition in enumerate(_l(status, "conditions")):
         path = f"status.conditions[{i}]"

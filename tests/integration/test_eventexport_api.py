@@ -267,3 +267,64 @@ def test_discovery_and_openapi_list_the_status_subresource(admin: Api) -> None:
         "replaceEventsCoreIoV1alpha1NamespacedEventExportStatus",
         "patchEventsCoreIoV1alpha1NamespacedEventExportStatus",
     ]
+
+
+def test_writes_of_the_object_own_no_status_and_meet_no_conflict_on_it(
+    admin: Api, kubectl_cli: Kubectl, tmp_path: Path
+) -> None:
+    ns = namespace()
+    path = f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports"
+    created = admin.post(f"{path}?fieldManager=author", export("owned") | {"status": {"position": "9"}}).json
+    assert all("f:status" not in e["fieldsV1"] for e in created["metadata"]["managedFields"])
+    exporter = admin.patch(f"{path}/owned/status?fieldManager=exporter", {"status": {"position": "42"}})
+    assert exporter.status == 200, exporter.body
+    # A PUT of the object, without the status or with another one, owns none of it and leaves it.
+    body = exporter.json | {"status": {"position": "1"}}
+    body["spec"] = body["spec"] | {"maxLag": "2h"}
+    replaced = admin.put(f"{path}/owned?fieldManager=other", body).json
+    assert replaced["status"] == {"position": "42"}
+    entries = {e["manager"]: e for e in replaced["metadata"]["managedFields"]}
+    assert "f:status" in entries["exporter"]["fieldsV1"] and "f:status" not in entries["other"]["fieldsV1"]
+    # Applying the object as read (status included) is no conflict with the exporter's status.
+    manifest = tmp_path / "owned.json"
+    read = admin.get(f"{path}/owned").json
+    del read["metadata"]["managedFields"], read["metadata"]["resourceVersion"]
+    manifest.write_text(json.dumps(read))
+    applied = kubectl_cli.run("apply", "--server-side", "-n", ns, "-f", str(manifest), check=False)
+    assert applied.stdout == "eventexport.events.core.io/owned serverside-applied\n", applied.stderr
+    assert admin.get(f"{path}/owned").json["status"] == {"position": "42"}
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"),
+    [
+        ("PUT", "/namespaces/{ns}/eventexports//status"),  # no name
+        ("GET", "/namespaces/{ns}/eventexports/x/status/more"),
+        ("GET", "/watch/namespaces/{ns}/eventexports/x/status"),
+        ("GET", "/eventexports/x/status"),
+    ],
+)
+def test_only_a_named_objects_status_is_a_route(admin: Api, method: str, suffix: str) -> None:
+    ns = namespace()
+    admin.post(f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports", export("x"))
+    answer = admin.request(method, f"/apis/{GROUP_VERSION}{suffix.format(ns=ns)}", export("x"))
+    assert answer.status == 404, answer.body
+
+
+def test_status_numbers_and_conditions_are_checked_as_upstream(admin: Api) -> None:
+    ns = namespace()
+    path = f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports"
+    created = admin.post(path, export("strict")).json
+    status = {
+        "position": "\u00b2",
+        "observedGeneration": -1,
+        "conditions": [READY | {"reason": "x" * 1025, "observedGeneration": -2}],
+    }
+    refused = admin.put(f"{path}/strict/status", created | {"status": status})
+    assert refused.status == 422, refused.body
+    assert [(c["field"], c["reason"]) for c in refused.json["details"]["causes"]] == [
+        ("status.position", "FieldValueInvalid"),
+        ("status.observedGeneration", "FieldValueInvalid"),
+        ("status.conditions[0].observedGeneration", "FieldValueInvalid"),
+        ("status.conditions[0].reason", "FieldValueTooLong"),
+    ]

@@ -306,3 +306,23 @@ def test_a_wrong_runtime_config_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError) as raised:
         runtime_config.enabled_kinds(SERVABLE_KINDS, text)
     assert str(raised.value) == message
+
+
+def test_each_write_changes_only_what_its_subresource_may() -> None:
+    """Applied before fields are tracked and again after mutating admission (a webhook may not
+    change the spec through /status, nor the status through the object)."""
+    old = decoded(export()) | {"status": {"position": "12"}}
+    old["metadata"] |= {"labels": {"a": "b"}, "resourceVersion": "5", "managedFields": [{"manager": "m"}]}
+    through_status = decoded(export(maxLag="9h")) | {"status": {"position": "13"}}
+    through_status["metadata"] |= {"labels": {"a": "c"}, "resourceVersion": "4", "managedFields": []}
+    KIND.keep_to_subresource(through_status, old, "status")
+    assert through_status["status"] == {"position": "13"}
+    assert (through_status["spec"]["maxLag"], through_status["metadata"]["labels"]) == ("1h", {"a": "b"})
+    # The request's own resourceVersion (a precondition) and managedFields stay the request's.
+    assert (through_status["metadata"]["resourceVersion"], through_status["metadata"]["managedFields"]) == (
+        "4",
+        [],
+    )
+    of_object = decoded(export(maxLag="9h")) | {"status": {"position": "99"}}
+    KIND.keep_to_subresource(of_object, old, "")
+    assert (of_object["status"], of_object["spec"]["maxLag"]) == ({"position": "12"}, "9h")
