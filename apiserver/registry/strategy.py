@@ -44,9 +44,8 @@ def prepare_update(kind: ResourceKind, new: JSON, old: JSON, subresource: str = 
         meta["generation"] = old_meta["generation"]
     else:
         meta.pop("generation", None)
-    if subresource == "status":
-        kind.reset_for_status(new, old)
-    else:
+    kind.keep_to_subresource(new, old, subresource)
+    if subresource != "status":
         kind.prepare_for_update(new, old)
 
 

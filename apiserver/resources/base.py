@@ -113,7 +113,7 @@ class ResourceKind(ABC):
     # rules, edit view's), so a verb is named at the lowest role that grants it.
     role_verbs: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     # Whether the kind serves /status, through which only the status is written (and writes of the
-    # object leave the status as it was: the kind's prepare_for_update keeps it).
+    # object leave the status as it was: `keep_to_subresource`).
     status_subresource: ClassVar[bool] = False
 
     @property

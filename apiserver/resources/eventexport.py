@@ -622,10 +622,7 @@ class EventExportKind(ResourceKind):
         _d(obj, "metadata")["generation"] = 1
 
     def prepare_for_update(self, obj: JSON, old: JSON) -> None:
-        """The status stays as it was; a change of the spec is a new generation."""
-        obj.pop("status", None)
-        if "status" in old:
-            obj["status"] = old["status"]
+        """A change of the spec is a new generation (the status was kept: `keep_status`)."""
         generation = _d(old, "metadata").get("generation", 1)
         _d(obj, "metadata")["generation"] = generation + (obj.get("spec") != old.get("spec"))
 

@@ -59,15 +59,12 @@ def enabled_kinds(kinds: Sequence[ResourceKind], text: str) -> tuple[ResourceKin
         raise ValueError(f"group version {', '.join(unknown)} that has not been registered")
     served = tuple(kind for kind in kinds if _enabled(kind, pairs))
     kept_off = sorted(
-        {kind.api_version for kind in kinds if stability(kind.version) == "ga"} - _versions(served)
+        {kind.api_version for kind in kinds if stability(kind.version) == "ga"}
+        - {k.api_version for k in served}
     )
     if kept_off:
         raise ValueError(f"cannot disable {', '.join(kept_off)}: coreio always serves its GA versions")
     return served
-
-
-def _versions(kinds: Sequence[ResourceKind]) -> set[str]:
-    return {kind.api_version for kind in kinds}
 
 
 def _enabled(kind: ResourceKind, pairs: dict[str, bool]) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.user import UserInfo
+from apiserver.registry import strategy
 from apiserver.resources import KINDS, SERVABLE_KINDS, runtime_config
 from apiserver.resources.base import Admission
 from apiserver.resources.eventexport import EventExportKind
@@ -161,15 +162,16 @@ def test_the_status_is_the_exporters_and_a_spec_change_is_a_new_generation() -> 
     KIND.prepare_for_create(created)
     assert "status" not in created and created["metadata"]["generation"] == 1
     stored = {**created, "status": {"position": "12", "counts": {"sent": 3}}}
+    stored["metadata"] = created["metadata"] | {"resourceVersion": "7"}
     same = decoded(export())
     same["metadata"]["generation"] = 1
     same["status"] = {"position": "1000"}  # a write of the object does not move the position
-    KIND.prepare_for_update(same, stored)
+    strategy.prepare_update(KIND, same, stored)
     assert same["status"] == {"position": "12", "counts": {"sent": 3}}
     assert same["metadata"]["generation"] == 1
     changed = decoded(export(maxLag="2h"))
     changed["metadata"]["generation"] = 1
-    KIND.prepare_for_update(changed, stored)
+    strategy.prepare_update(KIND, changed, stored)
     assert changed["metadata"]["generation"] == 2
 
 
