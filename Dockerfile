@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One image for both entry points: coreio-apiserver (the default) and coreio-operator.
+# One image for every entry point: coreio-apiserver (the default), coreio-operator and coreio-export.
 #   docker build -t ghcr.io/coreio/coreio:0.1.0 .
 # The pods run it as 65532:65532 with a read-only root filesystem; the server writes only to
 # --data-dir (an emptyDir at /var/lib/coreio) and reads its certificate from the mounted Secret.
@@ -37,12 +37,14 @@ COPY pyproject.toml setup.py README.md ./
 COPY apiserver apiserver
 COPY apiserver_operator apiserver_operator
 COPY kubectl_coreio kubectl_coreio
+COPY coreio_export coreio_export
 # COREIO_MYPYC=1: the build fails rather than ship the pure-Python fallback.
 RUN COREIO_MYPYC=1 pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
     && /opt/coreio/bin/python -I -c "import apiserver.apply.structure as m; assert m.__file__.endswith('.so')" \
     && /opt/coreio/bin/coreio-apiserver --help > /dev/null \
     && /opt/coreio/bin/coreio-operator --help > /dev/null \
-    && /opt/coreio/bin/kubectl-coreio --help > /dev/null
+    && /opt/coreio/bin/kubectl-coreio --help > /dev/null \
+    && /opt/coreio/bin/coreio-export --help > /dev/null
 
 # --- runtime: the same slim base and the venv, nothing else --------------------------------------
 FROM ${BASE_IMAGE}

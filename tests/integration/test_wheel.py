@@ -26,8 +26,8 @@ from tests.support.source_tree import MODULE_FILES, compiled_modules, tracked_co
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("apiserver", "apiserver_operator", "kubectl_coreio")
-SCRIPTS = ("coreio-apiserver", "coreio-operator", "kubectl-coreio")
+PACKAGES = ("apiserver", "apiserver_operator", "kubectl_coreio", "coreio_export")
+SCRIPTS = ("coreio-apiserver", "coreio-operator", "kubectl-coreio", "coreio-export")
 README_PORT = 8443
 
 

@@ -1,0 +1,3 @@
+from coreio_export.cli import main
+
+main()

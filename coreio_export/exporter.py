@@ -1,0 +1,234 @@
+"""One EventExport's exporter: its spec read, the Events it selects watched from its position,
+sent in batches, and its position advanced (in its status) only after the sink acknowledged a
+batch, before the next one is sent. So a kill sends again at most the one batch in flight.
+
+A change of the spec (its generation) is seen at the next status write: the exporter starts
+again with the new spec, from the position it reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.resources.eventexport import EventExportSpec
+from coreio_export.connection import Api, ApiError, ExportError
+from coreio_export.progress import Progress
+from coreio_export.reader import Gap, Item, Reader
+from coreio_export.records import record
+from coreio_export.selection import Selection
+from coreio_export.sinks import RecordSink, SinkError, open_sink
+
+EXPORTS = "/apis/events.core.io/v1alpha1"
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+NOT_FOUND = 404
+log = logging.getLogger("coreio_export")
+
+
+class ExportGone(ExportError):
+    """The EventExport was deleted: the exporter has nothing left to do."""
+
+
+class SpecChanged(Exception):
+    """The spec moved to a new generation: start again with it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    namespace: str
+    name: str
+
+    @property
+    def path(self) -> str:
+        return f"{EXPORTS}/namespaces/{self.namespace}/eventexports/{self.name}"
+
+
+@dataclass
+class Batch:
+    records: list[dict[str, object]]
+    reached: int  # every revision up to this one is in the batch or not selected
+    since: float  # when its first record was read
+
+
+class Exporter:
+    def __init__(self, api: Api, target: Target, stop: asyncio.Event) -> None:
+        self.api = api
+        self.target = target
+        self.stop = stop
+
+    async def run(self) -> None:
+        """Exports until stopped; ExportGone when the EventExport is deleted."""
+        while not self.stop.is_set():
+            try:
+                await self._run_generation()
+            except SpecChanged:
+                log.info("the spec of %s changed: starting again with it", self.target.name)
+
+    async def _run_generation(self) -> None:
+        try:
+            export = await self.api.get(self.target.path)
+        except ApiError as exc:
+            if exc.status == NOT_FOUND:
+                raise ExportGone(
+                    f"the EventExport {self.target.namespace}/{self.target.name} is not found"
+                ) from None
+            raise
+        spec = EventExportSpec.model_validate(export["spec"])
+        progress = Progress.from_status(export.get("status") or {}, export["metadata"].get("generation", 1))
+        queue: asyncio.Queue[Item | Gap] = asyncio.Queue(maxsize=spec.batch.maxEvents)
+        reader = Reader(self.api, Selection(spec, self.target.namespace), queue)
+        if not progress.position:
+            # A new export starts at the present: its first position written before anything is read.
+            progress.position = progress.newest = await reader.current_revision()
+            progress.condition("Lagging", False, "CaughtUp", "the export reads the history as it is written")
+            await self._report(progress)
+        sink = await self._sink(spec, progress)
+        reading = asyncio.create_task(reader.run(progress.position))
+        try:
+            await self._deliver(spec, sink, queue, progress, reading)
+        finally:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ExportError):
+                await reading
+            await sink.close()
+
+    async def _sink(self, spec: EventExportSpec, progress: Progress) -> RecordSink:
+        failures = 0
+        while True:
+            try:
+                return await open_sink(spec.sink, self.api, self.target.namespace, spec.batch.maxEvents)
+            except SinkError as exc:
+                progress.failure(0, str(exc), time.monotonic())
+                await self._report(progress)
+                await self._pause(failures)
+                failures += 1
+
+    async def _deliver(
+        self,
+        spec: EventExportSpec,
+        sink: RecordSink,
+        queue: asyncio.Queue[Item | Gap],
+        progress: Progress,
+        reading: asyncio.Task[None],
+    ) -> None:
+        wait = parse_go_duration(spec.batch.maxWait)
+        while not self.stop.is_set():
+            batch, gap = await self._gather(queue, spec.batch.maxEvents, wait, progress, reading)
+            if batch.records and not await self._send(sink, batch, progress):
+                return
+            if gap is not None:
+                progress.gaps += 1
+                progress.position = gap.listed_at
+                progress.condition(
+                    "Lagging",
+                    True,
+                    "HistoryGone",
+                    f"the history after revision {gap.after} was gone; the Events stored at revision "
+                    f"{gap.listed_at} were listed and sent, those deleted in between were not",
+                )
+            elif batch.reached > progress.position:
+                progress.position = batch.reached
+                if batch.records and progress.conditions.get("Lagging", None) is not None:
+                    progress.condition(
+                        "Lagging", False, "CaughtUp", "the export reads the history as it is written"
+                    )
+            else:
+                continue
+            await self._report(progress)
+
+    async def _gather(
+        self,
+        queue: asyncio.Queue[Item | Gap],
+        size: int,
+        wait: float,
+        progress: Progress,
+        reading: asyncio.Task[None],
+    ) -> tuple[Batch, Gap | None]:
+        """Items until a batch is full, `wait` has passed since the first one, a gap, or a stop."""
+        batch = Batch([], 0, 0.0)
+        deadline: float | None = None
+        while len(batch.records) < size and not self.stop.is_set():
+            within = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            item = await self._next(queue, within, reading)
+            if item is None:
+                break
+            if isinstance(item, Gap):
+                return batch, item
+            deadline = deadline or time.monotonic() + wait
+            progress.newest = max(progress.newest, item.revision)
+            batch.reached = item.revision
+            if item.event is not None:
+                batch.since = batch.since or item.received
+                batch.records.append(record(item.change, item.event))
+        return batch, None
+
+    async def _next(
+        self, queue: asyncio.Queue[Item | Gap], within: float | None, reading: asyncio.Task[None]
+    ) -> Item | Gap | None:
+        """The next item; None when `within` seconds passed or the exporter is stopping. The reader's
+        failure is raised here."""
+        if not queue.empty():
+            return queue.get_nowait()
+        getting = asyncio.ensure_future(queue.get())
+        stopping = asyncio.ensure_future(self.stop.wait())
+        done, _ = await asyncio.wait(
+            {getting, stopping, reading}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+        )
+        stopping.cancel()
+        if getting in done:
+            return getting.result()
+        getting.cancel()
+        if reading in done:
+            reading.result()
+            raise ExportError("the watch ended")
+        return None
+
+    async def _send(self, sink: RecordSink, batch: Batch, progress: Progress) -> bool:
+        """Sends until the sink takes the batch, with a growing pause between tries; False when
+        the exporter stopped first."""
+        failures = 0
+        while True:
+            try:
+                await sink.send(batch.records)
+            except SinkError as exc:
+                log.warning("%s (retrying)", exc)
+                progress.failure(len(batch.records), str(exc), batch.since)
+                await self._report(progress)
+                await self._pause(failures)
+                failures += 1
+                if self.stop.is_set():
+                    return False
+                continue
+            progress.delivered(len(batch.records), batch.since)
+            return True
+
+    async def _report(self, progress: Progress) -> None:
+        """The status written; retried until the server takes it, since the next batch may not be
+        sent before the position of this one is kept."""
+        failures = 0
+        while True:
+            try:
+                written = await self.api.merge_patch(f"{self.target.path}/status", progress.body())
+                break
+            except ApiError as exc:
+                if exc.status == NOT_FOUND:
+                    raise ExportGone(
+                        f"the EventExport {self.target.namespace}/{self.target.name} was deleted"
+                    ) from None
+                error: Exception = exc
+            except ExportError as exc:
+                error = exc
+            log.warning("cannot write the status: %s (retrying)", error)
+            await self._pause(failures)
+            failures += 1
+        if written["metadata"].get("generation", progress.generation) != progress.generation:
+            raise SpecChanged
+
+    async def _pause(self, failures: int) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(BACKOFF[min(failures, len(BACKOFF) - 1)]):
+                await self.stop.wait()
