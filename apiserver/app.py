@@ -53,10 +53,14 @@ from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.rbac.chain import Authorization, AuthorizationConfig, server_authorization
 from apiserver.rbac.selfreviews import REVIEWS
 from apiserver.rbac.webhook import WEBHOOK_PATH
+from apiserver.registry.exportholds import ExportHolds
 from apiserver.registry.store import ResourceStore
+from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
+from apiserver.resources.eventexport import GROUP as EXPORT_GROUP
 from apiserver.resources.rolebinding import ACCESS_REVIEWS, GROUP
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Readiness, Storage
 from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
@@ -101,11 +105,12 @@ def build_app(
     namespaces: NamespaceLifecycle | None = None,
     workers: WorkerSet | None = None,
     admission: AdmissionSource | None = None,
+    hold: HistoryHold | None = None,
 ) -> web.Application:
     """The server of `kinds`: each kind's store (its TTL and admission as the kind declares them,
     after namespace lifecycle when the cluster's namespaces are known), authorization over the
     RoleBindings, the API, OpenAPI and system routes, and the lifecycle. `workers`: this is one of
-    several worker processes, whose /metrics answers for all."""
+    several worker processes, whose /metrics answers for all. `hold`: the history kept for exports."""
     metrics = _server_metrics(settings, kinds)
     stores = build_stores(settings, storage, kinds, metrics.storage)
     # What all workers would report alike (bindings' problems, object counts), the first reports.
@@ -141,6 +146,7 @@ def build_app(
         period = settings.etcd_count_metric_poll_period if reporter else 0.0
         _add_object_counts(app, metrics, stores, period, counting, storage)
     _add_storage_readiness(app, storage, hooks.add(STORAGE_READINESS_HOOK))
+    _add_export_holds(app, settings, storage, kinds, hold)
     if namespaces is not None:
         _add_namespace_lifecycle(app, namespaces)
     if admission_used and isinstance(admission, ClusterSource):
@@ -320,6 +326,31 @@ def _add_object_counts(
         if period > 0:
             tasks.start(observe(), name="coreio-object-counts")
         started()
+
+    async def stop(_app: web.Application) -> None:
+        await tasks.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.insert(0, stop)
+
+
+def _add_export_holds(
+    app: web.Application,
+    settings: Settings,
+    storage: Storage,
+    kinds: Sequence[ResourceKind],
+    hold: HistoryHold | None,
+) -> None:
+    """The history kept for the EventExports' positions (when they are served), refreshed while
+    the server runs."""
+    exports = [kind for kind in kinds if (kind.group, kind.kind) == (EXPORT_GROUP, "EventExport")]
+    if hold is None or not exports:
+        return
+    holds = ExportHolds(storage, storage_root(exports[0]), hold, settings.compaction_interval)
+    tasks = BackgroundTasks()
+
+    async def start(_app: web.Application) -> None:
+        tasks.start(holds.run(), name="coreio-export-holds")
 
     async def stop(_app: web.Application) -> None:
         await tasks.stop()

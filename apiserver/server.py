@@ -430,7 +430,8 @@ async def start(
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
     admission = admission_source(security, settings)
-    storage, described = open_storage(storage_options(settings, kinds))
+    options = storage_options(settings, kinds)
+    storage, described = open_storage(options)
     configure_audit(settings)
     app = build_app(
         settings,
@@ -441,6 +442,7 @@ async def start(
         namespaces=security.namespace_lifecycle(settings),
         workers=workers,
         admission=admission,
+        hold=options.hold,
     )
     app.on_cleanup.append(security.close)
     app.on_startup.append(start_audit)

@@ -24,7 +24,7 @@ from coreio_export.selection import Selection
 from coreio_export.sinks import RecordSink, SinkError, open_sink
 
 EXPORTS = "/apis/events.core.io/v1alpha1"
-BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
 NOT_FOUND = 404
 log = logging.getLogger("coreio_export")
 

@@ -6,10 +6,11 @@ It takes plain values, not the server's Settings, so that storage imports nothin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from apiserver.storage.cacher import CachedStorage
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Storage
 
 
@@ -32,6 +33,8 @@ class StorageOptions:
     # The key prefixes served from a watch cache (none: no cache), and its window of changes.
     cache_roots: Sequence[str] = ()
     watch_cache_size: int = 10_000
+    # The history kept for consumers (EventExports): compaction and the watch cache respect it.
+    hold: HistoryHold = field(default_factory=HistoryHold)
 
 
 def open_storage(options: StorageOptions) -> tuple[Storage, str]:
@@ -44,6 +47,7 @@ def open_storage(options: StorageOptions) -> tuple[Storage, str]:
         options.cache_roots,
         window_size=options.watch_cache_size,
         progress_interval=options.progress_interval,
+        hold=options.hold,
     )
     return cached, f"{described}, watch cache on"
 
@@ -61,6 +65,7 @@ def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
             key_file=options.etcd_key_file or None,
             compaction_interval=options.compaction_interval,
             progress_interval=options.progress_interval,
+            hold=options.hold,
         )
         return storage, f"etcd {','.join(options.etcd_servers)}"
     from apiserver.storage.sqlite.backend import SQLiteStorage
@@ -70,5 +75,6 @@ def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
         compaction_interval=options.compaction_interval,
         progress_interval=options.progress_interval,
         shared=options.sqlite_shared,
+        hold=options.hold,
     )
     return storage, f"sqlite {options.sqlite_path}"

@@ -56,7 +56,9 @@ def test_it_runs_as_65532(built: tuple[str, str]) -> None:
     assert uid.stdout.split() == ["65532", "65532", "nonroot"], uid.stderr
 
 
-@pytest.mark.parametrize("entrypoint", ["coreio-apiserver", "coreio-operator", "kubectl-coreio", "coreio-export"])
+@pytest.mark.parametrize(
+    "entrypoint", ["coreio-apiserver", "coreio-operator", "kubectl-coreio", "coreio-export"]
+)
 def test_each_entry_point_answers(built: tuple[str, str], entrypoint: str) -> None:
     client, tag = built
     answer = _docker(client, "run", *POD, f"--entrypoint={entrypoint}", tag, "--help")

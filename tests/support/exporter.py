@@ -163,3 +163,11 @@ def delivery(records: list[dict[str, Any]]) -> Delivery:
             out_of_order.append(f"{ns}: {revision} after {last[ns]}")
         last[ns] = revision
     return Delivery(first, duplicates, out_of_order)
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process `pid`, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0

@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 from apiserver.storage.cacher.resource import ResourceCache
 from apiserver.storage.cacher.revisions import SharedRevisionReads
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Compacting, KeyValue, ListResult, Storage, WatchEvent
 
 WINDOW_SIZE = 10_000
@@ -47,9 +48,11 @@ class CachedStorage:
         window_size: int = WINDOW_SIZE,
         watch_buffer: int = WATCH_BUFFER,
         progress_interval: float = 5.0,
+        hold: HistoryHold | None = None,
     ) -> None:
         self.backend = backend
         self.progress_interval = progress_interval
+        self.hold = hold or HistoryHold()
         self._revisions = SharedRevisionReads(backend)
         self.caches = [
             ResourceCache(
@@ -138,8 +141,9 @@ class CachedStorage:
         cache = self._cache(prefix)
         source: AsyncGenerator[WatchEvent, None]
         # Checked as the watch starts, and followed by no await until the cache has subscribed it
-        # (from before the window, CompactedError). From 0, all history: the backend's to replay.
-        if cache is not None and cache.ready and after_revision > 0:
+        # (from before the window, CompactedError). From 0, all history: the backend's to replay;
+        # so is a consumer's from before the window, when the history is held for it.
+        if cache is not None and cache.ready and after_revision > 0 and not self._held(cache, after_revision):
             source = cache.watch(
                 prefix, after_revision, (progress_every or self.progress_interval) if progress else None
             )
@@ -150,6 +154,9 @@ class CachedStorage:
         async with contextlib.aclosing(source) as events:
             async for event in events:
                 yield event
+
+    def _held(self, cache: ResourceCache, after_revision: int) -> bool:
+        return after_revision < cache.window.start and self.hold.covers(after_revision)
 
     # -- everything else: the backend's ------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import StorageError
 
 log = logging.getLogger(__name__)
@@ -19,13 +20,16 @@ class _Compactable(Protocol):
     async def compact(self, revision: int) -> None: ...
 
 
-async def compact_every(storage: _Compactable, interval: float) -> None:
-    """Every `interval` seconds, compacts to the revision seen one interval earlier."""
-    seen = 0
+async def compact_every(storage: _Compactable, interval: float, hold: HistoryHold) -> None:
+    """Every `interval` seconds, compacts to the revision seen one interval earlier, or to the
+    revision `hold` keeps the history after, if older."""
+    seen = done = 0
     while True:
         try:
-            if seen:
-                await storage.compact(seen)
+            target = hold.compaction_target(seen)
+            if target > done:
+                await storage.compact(target)
+                done = target
             seen = await storage.current_revision()
         except StorageError:
             log.exception("periodic etcd compaction failed")

@@ -17,6 +17,7 @@ from apiserver.storage.etcd.keys import Keys, range_end
 from apiserver.storage.etcd.leases import Leases
 from apiserver.storage.etcd.versions import check_versions, check_versions_later
 from apiserver.storage.etcd.watcher import Watcher
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import (
     CompactedError,
     FutureRevisionError,
@@ -62,6 +63,7 @@ class EtcdStorage:
         request_timeout: float = 10.0,
         compaction_interval: float = 0.0,
         progress_interval: float = 5.0,
+        hold: HistoryHold | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
@@ -72,6 +74,7 @@ class EtcdStorage:
         self.compaction_interval = compaction_interval
         self.compaction_listeners: list[Callable[[int], None]] = []
         self.progress_interval = progress_interval
+        self.hold = hold or HistoryHold()
         self._client = Client(
             endpoints,
             ca_file=ca_file,
@@ -99,7 +102,7 @@ class EtcdStorage:
             await self.close()
             raise
         if self.compaction_interval > 0:
-            self._tasks.start(compact_every(self, self.compaction_interval), name="etcd-compactor")
+            self._tasks.start(compact_every(self, self.compaction_interval, self.hold), name="etcd-compactor")
 
     async def close(self) -> None:
         await self._tasks.stop()

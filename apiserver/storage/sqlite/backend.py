@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
+from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
@@ -69,8 +70,10 @@ class SQLiteStorage:
         watch_buffer: int = 1000,
         shared: bool = False,
         poll_interval: float = 0.02,
+        hold: HistoryHold | None = None,
     ) -> None:
         self.path = path
+        self.hold = hold or HistoryHold()
         self.compaction_interval = compaction_interval
         self.sweep_interval = sweep_interval
         self.progress_interval = progress_interval
@@ -266,11 +269,14 @@ class SQLiteStorage:
 
     async def _compaction_loop(self) -> None:
         seen = await self.current_revision()
+        done = 0
         while True:
             await asyncio.sleep(self.compaction_interval)
             try:
-                if seen:
-                    await self.compact(seen)
+                target = self.hold.compaction_target(seen)
+                if target > done:
+                    await self.compact(target)
+                    done = target
                 seen = await self.current_revision()
             except StorageError:
                 log.exception("compaction to revision %d failed", seen)
