@@ -16,6 +16,7 @@ import aiohttp
 
 from coreio_export.connection import Api, ExportError, settings, ssl_context
 from coreio_export.exporter import Exporter, ExportGone, Target
+from coreio_export.metrics import ExportMetrics, serve
 
 PROG = "coreio-export"
 
@@ -31,8 +32,22 @@ def parser() -> Parser:
     top.add_argument("-n", "--namespace", help="its namespace (default: the context's, else default)")
     top.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     top.add_argument("--context", help="the kubeconfig context to use")
+    top.add_argument(
+        "--metrics-bind-address",
+        default="",
+        type=_address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at /metrics there (default: not served)",
+    )
     top.add_argument("-v", "--verbose", action="store_true", help="log each batch")
     return top
+
+
+def _address(text: str) -> str:
+    _host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port from 1 to 65535)")
+    return text
 
 
 async def export(args: argparse.Namespace) -> None:
@@ -41,10 +56,16 @@ async def export(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with aiohttp.ClientSession() as session:
-        api = Api(session, str(loaded.host).rstrip("/"), loaded, ssl_context(loaded))
-        target = Target(args.namespace or default_namespace, args.name)
-        await Exporter(api, target, stop).run()
+    target = Target(args.namespace or default_namespace, args.name)
+    metrics = ExportMetrics(target.namespace, target.name)
+    runner = await serve(metrics, args.metrics_bind_address) if args.metrics_bind_address else None
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, str(loaded.host).rstrip("/"), loaded, ssl_context(loaded))
+            await Exporter(api, target, stop, metrics).run()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

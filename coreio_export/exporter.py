@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.resources.eventexport import EventExportSpec
 from coreio_export.connection import Api, ApiError, ExportError
+from coreio_export.metrics import ExportMetrics
 from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import record
@@ -55,10 +56,11 @@ class Batch:
 
 
 class Exporter:
-    def __init__(self, api: Api, target: Target, stop: asyncio.Event) -> None:
+    def __init__(self, api: Api, target: Target, stop: asyncio.Event, metrics: ExportMetrics) -> None:
         self.api = api
         self.target = target
         self.stop = stop
+        self.metrics = metrics
 
     async def run(self) -> None:
         """Exports until stopped; ExportGone when the EventExport is deleted."""
@@ -78,6 +80,7 @@ class Exporter:
                 ) from None
             raise
         spec = EventExportSpec.model_validate(export["spec"])
+        self.metrics.sink("webhook" if spec.sink.webhook is not None else "jsonLines")
         progress = Progress.from_status(export.get("status") or {}, export["metadata"].get("generation", 1))
         queue: asyncio.Queue[Item | Gap] = asyncio.Queue(maxsize=spec.batch.maxEvents)
         reader = Reader(self.api, Selection(spec, self.target.namespace), queue)
@@ -122,6 +125,7 @@ class Exporter:
                 return
             if gap is not None:
                 progress.gaps += 1
+                self.metrics.gap()
                 progress.position = gap.listed_at
                 progress.condition(
                     "Lagging",
@@ -192,11 +196,14 @@ class Exporter:
         the exporter stopped first."""
         failures = 0
         while True:
+            if failures:
+                self.metrics.retry(len(batch.records))
             try:
                 await sink.send(batch.records)
             except SinkError as exc:
                 log.warning("%s (retrying)", exc)
                 progress.failure(len(batch.records), str(exc), batch.since)
+                self.metrics.failure(len(batch.records))
                 await self._report(progress)
                 await self._pause(failures)
                 failures += 1
@@ -204,6 +211,7 @@ class Exporter:
                     return False
                 continue
             progress.delivered(len(batch.records), batch.since)
+            self.metrics.delivered(len(batch.records), time.time())
             return True
 
     async def _report(self, progress: Progress) -> None:
@@ -225,6 +233,7 @@ class Exporter:
             log.warning("cannot write the status: %s (retrying)", error)
             await self._pause(failures)
             failures += 1
+        self.metrics.observe(progress)
         if written["metadata"].get("generation", progress.generation) != progress.generation:
             raise SpecChanged
 

@@ -531,10 +531,10 @@ class FieldManager:
 
     # ------------------------------------------------------------------ apply
 
-    def apply(self, live: JSON, config: JSON, manager: str, *, force: bool) -> JSON:
-        """The live object (the empty object when there is none) with `config` applied by `manager`,
-        managedFields included. Raises StatusError: 400 for a configuration that is not an object
-        of this kind, 409 for conflicts."""
+    def apply(self, live: JSON, config: JSON, manager: str, *, force: bool, subresource: str = "") -> JSON:
+        """The live object (the empty object when there is none) with `config` applied by `manager`
+        (through `subresource`, whose entry names it), managedFields included. Raises StatusError:
+        400 for a configuration that is not an object of this kind, 409 for conflicts."""
         try:
             managed = decode_managed_fields(_metadata(live).get("managedFields"))
         except ManagedFieldsError as exc:
@@ -543,7 +543,8 @@ class FieldManager:
         if gvk != self.gvk:
             raise errors.bad_request(f"invalid object type: {gvk}")
         try:
-            obj, managed = self._apply_upgrading_last_applied(live, config, managed, manager, force)
+            identifier = manager_identifier(manager or UNKNOWN_MANAGER, APPLY, self.api_version, subresource)
+            obj, managed = self._apply_upgrading_last_applied(live, config, managed, identifier, force)
         except ApplyConflicts as conflicts:
             raise conflicts.status_error() from None
         annotations = _metadata(obj).get("annotations")
@@ -557,12 +558,12 @@ class FieldManager:
         return _with_managed_fields(obj, managed)
 
     def _apply_upgrading_last_applied(
-        self, live: JSON, config: JSON, managed: Managed, manager: str, force: bool
+        self, live: JSON, config: JSON, managed: Managed, identifier: str, force: bool
     ) -> tuple[JSON, Managed]:
         try:
-            return self._apply_tracked(live, config, managed, manager, force)
+            return self._apply_tracked(live, config, managed, identifier, force)
         except ApplyConflicts as conflicts:
-            if manager != KUBECTL_MANAGER:
+            if identifier != manager_identifier(KUBECTL_MANAGER, APPLY, self.api_version):
                 raise
             # Moving from client-side to server-side apply: fields kubectl applied before (as its
             # annotation records) and that still have those values are not conflicts.
@@ -572,7 +573,7 @@ class FieldManager:
             remaining = [(m, path) for m, path in conflicts.conflicts if not allowed.has(path)]
             if remaining:
                 raise ApplyConflicts(remaining) from None
-            return self._apply_tracked(live, config, managed, manager, True)
+            return self._apply_tracked(live, config, managed, identifier, True)
 
     def _allowed_by_last_applied(self, live: JSON) -> FieldSet | None:
         annotations = _metadata(live).get("annotations")
@@ -596,7 +597,7 @@ class FieldManager:
         )
 
     def _apply_tracked(
-        self, live: JSON, config: JSON, managed: Managed, manager: str, force: bool
+        self, live: JSON, config: JSON, managed: Managed, identifier: str, force: bool
     ) -> tuple[JSON, Managed]:
         if not managed.fields:
             # The first apply to an object nobody tracked: what is there belongs to an Update
@@ -604,7 +605,6 @@ class FieldManager:
             managed = self._cap_update_managers(
                 self._track_update(self.empty_object(), live, managed, BEFORE_FIRST_APPLY)
             )
-        identifier = manager_identifier(manager or UNKNOWN_MANAGER, APPLY, self.api_version)
         if isinstance(_metadata(config).get("managedFields"), list):
             raise errors.bad_request("metadata.managedFields must be nil")
         problems = validate(self.root, config)

@@ -240,14 +240,12 @@ class ApiHandler:
     async def _patch(self, request: web.Request, route: ResourceRoute) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
         media = codec.parse_media_type(content_type).type if content_type else ""
-        served: tuple[str, ...] = (
+        served = (
             codec.JSON_PATCH_TYPE,
             codec.MERGE_PATCH_TYPE,
             codec.STRATEGIC_PATCH_TYPE,
             codec.APPLY_PATCH_TYPE,
         )
-        if route.subresource:
-            served = served[:-1]  # server-side apply to a status is not served yet
         if media not in served:
             raise errors.unsupported_media_type(list(served))
         opts = query.write_options(

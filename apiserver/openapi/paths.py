@@ -367,7 +367,7 @@ class KindRoutes:
         return PathItem(
             f"{self.collection}/{{name}}",
             (
-                *self.read_replace_patch(f"Namespaced{k}", f"the specified {k}", PATCH_BODY_TYPES),
+                *self.read_replace_patch(f"Namespaced{k}", f"the specified {k}"),
                 self.op(
                     "delete",
                     "delete",
@@ -383,7 +383,7 @@ class KindRoutes:
             (self.name_param, P_NAMESPACE, P_PRETTY),
         )
 
-    def read_replace_patch(self, rest: str, what: str, consumes: tuple[str, ...]) -> tuple[Operation, ...]:
+    def read_replace_patch(self, rest: str, what: str) -> tuple[Operation, ...]:
         """get, put and patch of one object (`what`: "the specified Kind", or its status)."""
         obj = self.object_name
         return (
@@ -407,19 +407,16 @@ class KindRoutes:
                 responses=(("200", obj), ("201", obj)),
                 params=_sorted(PATCH_PARAMS),
                 body=META_PREFIX + "Patch",
-                consumes=consumes,
+                consumes=PATCH_BODY_TYPES,
             ),
         )
 
     def namespaced_status(self) -> PathItem:
-        """/status of a kind that serves it: read, replace and patch (server-side apply excepted:
-        not served on a status yet)."""
+        """/status of a kind that serves it: read, replace and patch (server-side apply too)."""
         k = self.kind.kind
         return PathItem(
             f"{self.collection}/{{name}}/status",
-            self.read_replace_patch(
-                f"Namespaced{k}Status", f"status of the specified {k}", PATCH_BODY_TYPES[1:]
-            ),
+            self.read_replace_patch(f"Namespaced{k}Status", f"status of the specified {k}"),
             (self.name_param, P_NAMESPACE, P_PRETTY),
         )
 

@@ -258,11 +258,13 @@ class ResourceStore:
         warnings: list[str] = []
 
         if self.kind.status_subresource and isinstance(configuration, dict):
-            configuration.pop("status", None)  # a reset field of the object's writes
+            _keep_applicable(configuration, opts.subresource)
 
         def applied(current: JSON) -> JSON:
             creating = not current["metadata"].get("uid")
-            merged = self.field_manager.apply(current, configuration, opts.field_manager, force=opts.force)
+            merged = self.field_manager.apply(
+                current, configuration, opts.field_manager, force=opts.force, subresource=opts.subresource
+            )
             # Upstream decodes the configuration strictly once the field manager has applied it.
             decode.check_apply_duplicates(yaml_duplicates, opts, warnings)
             uid = objectmeta.metadata(merged).get("uid")
@@ -280,7 +282,8 @@ class ResourceStore:
                 raise strategy.name_mismatch(str(meta.get("name")), name)
             return obj
 
-        return await self._update(namespace, name, Update(applied, opts, warnings, allow_create=True))
+        allowed = not opts.subresource  # an apply to /status creates nothing, as its other writes
+        return await self._update(namespace, name, Update(applied, opts, warnings, allow_create=allowed))
 
     # ----------------------------------------------------------------- delete
 
@@ -316,3 +319,21 @@ class ResourceStore:
                     raise
         # As upstream: the list as it was read (with its continue token when limited).
         return listed
+
+
+def _keep_applicable(configuration: JSON, subresource: str) -> None:
+    """An apply configuration kept to what its write may change, so that its manager owns nothing
+    else and meets no conflict elsewhere (the reset fields upstream's field manager ignores): through
+    /status the status and what names the object; else all but the status."""
+    if subresource != "status":
+        configuration.pop("status", None)
+        return
+    meta = configuration.get("metadata")
+    named = (
+        {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "resourceVersion")}
+        if isinstance(meta, dict)
+        else {}
+    )
+    kept = {k: configuration[k] for k in ("apiVersion", "kind", "status") if k in configuration}
+    configuration.clear()
+    configuration.update(kept | {"metadata": named})

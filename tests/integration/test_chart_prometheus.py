@@ -21,6 +21,8 @@ from apiserver.http.eventmetrics import EventsWritten
 from apiserver_operator import certificates, children
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
+from coreio_export.metrics import ExportMetrics
+from coreio_export.progress import Progress
 from tests.support.chart import (
     CHART,
     NAMESPACE,
@@ -175,9 +177,14 @@ def test_the_chart_labels_win_over_given_ones(chart: ChartHelm) -> None:
             assert labels.items() >= STANDARD_LABELS.items(), obj["kind"]
 
 
+def alerts(objs: list[Obj], group_name: str) -> list[Obj]:
+    groups = {group["name"]: group for group in only(objs, "PrometheusRule")["spec"]["groups"]}
+    assert set(groups) == {"coreio-events", "coreio-event-export"}
+    return list(groups[group_name]["rules"])
+
+
 def storm_alert(objs: list[Obj]) -> Obj:
-    (group,) = only(objs, "PrometheusRule")["spec"]["groups"]
-    (alert,) = group["rules"]
+    (alert,) = alerts(objs, "coreio-events")
     assert alert["alert"] == "CoreioEventWarningStorm"
     return dict(alert)
 
@@ -226,6 +233,51 @@ def test_the_warning_storm_alert_reads_the_servers_counter_by_namespace(
     assert str(selector.vector_selector.matchers) == '{type="Warning"}'
     assert (alert["for"], alert["labels"]) == (hold, {"severity": severity})
     assert "$labels.namespace" in alert["annotations"]["summary"]
+
+
+def exporter_samples() -> set[str]:
+    """The sample names coreio-export exposes (a counter's: `_total`, and `_created`)."""
+    metrics = ExportMetrics("shop", "warnings")
+    metrics.sink("webhook")
+    metrics.gap()
+    metrics.observe(Progress(generation=1, position=5, newest=9, lag_seconds=3.0))
+    return {s.name for m in metrics.registry.collect() for s in m.samples}
+
+
+@pytest.mark.parametrize(
+    ("sets", "seconds", "hold", "severity"),
+    [
+        ((), 600.0, "10m", "warning"),
+        (
+            ('metrics.prometheusRule.exportLagging={"seconds":60,"for":"2m","severity":"critical"}',),
+            60.0,
+            "2m",
+            "critical",
+        ),
+    ],
+    ids=["defaults", "given"],
+)
+def test_the_export_alerts_read_the_exporters_lag_and_gaps_by_export(
+    chart: ChartHelm, sets: tuple[str, ...], seconds: float, hold: str, severity: str
+) -> None:
+    lagging, gap = alerts(render(chart, RULE, *sets), "coreio-event-export")
+    assert (lagging["alert"], gap["alert"]) == ("CoreioEventExportLagging", "CoreioEventExportGap")
+    expr = promql_parser.parse(lagging["expr"])
+    assert isinstance(expr, promql_parser.BinaryExpr) and float(str(expr.rhs)) == seconds
+    assert isinstance(expr.lhs, promql_parser.AggregateExpr)
+    assert str(expr.lhs.modifier) == "by (export_namespace, export)"
+    assert isinstance(expr.lhs.expr, promql_parser.VectorSelector)
+    assert expr.lhs.expr.name == "coreio_export_lag_seconds" and expr.lhs.expr.name in exporter_samples()
+    assert (lagging["for"], lagging["labels"]) == (hold, {"severity": severity})
+    gaps = promql_parser.parse(gap["expr"])
+    assert isinstance(gaps, promql_parser.BinaryExpr) and isinstance(gaps.lhs, promql_parser.AggregateExpr)
+    increase = gaps.lhs.expr
+    assert isinstance(increase, promql_parser.Call) and increase.func.name == "increase"
+    (selector,) = increase.args
+    assert isinstance(selector, promql_parser.MatrixSelector)
+    assert selector.vector_selector.name == "coreio_export_gaps_total"
+    assert selector.vector_selector.name in exporter_samples()
+    assert "$labels.export" in lagging["annotations"]["summary"]
 
 
 def test_the_service_monitor_keeps_the_servers_namespace_label(chart: ChartHelm) -> None:

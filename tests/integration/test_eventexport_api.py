@@ -230,15 +230,50 @@ def test_a_wrong_status_is_refused_and_no_status_is_created(admin: Api) -> None:
     ]
     missing = created | {"metadata": {"name": "absent", "namespace": ns}}
     assert admin.put(f"{path}/absent/status", missing).status == 404  # a status creates nothing
-    apply = admin.patch(
-        f"{path}/checked/status?fieldManager=x",
-        {"status": {"position": "1"}},
-        content_type="application/apply-patch+yaml",
-    )
-    assert apply.status == 415, apply.body  # server-side apply to a status: not served yet
-    assert "application/merge-patch+json" in apply.json["message"]
     events = f"/apis/events.core.io/v1/namespaces/{ns}/events/any/status"
     assert admin.get(events).status == 404  # Events have no status subresource
+
+
+def test_server_side_apply_to_the_status_owns_the_status_alone(admin: Api, kubectl_cli: Kubectl) -> None:
+    ns = namespace()
+    path = f"/apis/{GROUP_VERSION}/namespaces/{ns}/eventexports"
+    assert admin.post(path, export("applied")).status == 201
+    config = export("applied", maxLag="5h") | {"status": {"position": "12"}}
+    config["metadata"]["labels"] = {"ignored": "yes"}
+    applied = kubectl_cli.run(
+        "apply",
+        "--server-side",
+        "--subresource=status",
+        "--field-manager=exporter",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        input=json.dumps(config),
+    )
+    assert applied.stdout == "eventexport.events.core.io/applied serverside-applied\n"
+    stored = admin.get(f"{path}/applied").json
+    assert stored["status"] == {"position": "12"}
+    assert (stored["spec"]["maxLag"], stored["metadata"]["generation"]) == ("1h", 1)  # the rest kept
+    assert "labels" not in stored["metadata"]
+    (entry,) = [e for e in stored["metadata"]["managedFields"] if e["manager"] == "exporter"]
+    assert (entry["operation"], entry["subresource"]) == ("Apply", "status")
+    assert entry["fieldsV1"] == {"f:status": {"f:position": {}}}
+    rival = {"apiVersion": GROUP_VERSION, "kind": "EventExport", "metadata": {"name": "applied"}}
+    rival["status"] = {"position": "13"}
+    apply = f"{path}/applied/status?fieldManager=rival"
+    conflict = admin.patch(apply, rival, content_type="application/apply-patch+yaml")
+    assert conflict.status == 409, conflict.body
+    assert conflict.json["message"] == (
+        'Apply failed with 1 conflict: conflict with "exporter" with subresource "status": .status.position'
+    )
+    forced = admin.patch(f"{apply}&force=true", rival, content_type="application/apply-patch+yaml")
+    assert forced.status == 200 and forced.json["status"]["position"] == "13"
+    absent = f"{path}/absent/status?fieldManager=rival"
+    missing = admin.patch(
+        absent, rival | {"metadata": {"name": "absent"}}, content_type="application/apply-patch+yaml"
+    )
+    assert missing.status == 404, missing.body  # an apply to a status creates nothing
 
 
 def test_discovery_and_openapi_list_the_status_subresource(admin: Api) -> None:

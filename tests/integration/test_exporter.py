@@ -15,6 +15,7 @@ changes. Four EventExports, each with its own exporter:
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import Api, event
 from tests.support.etcd import EtcdProcess
@@ -86,6 +88,7 @@ class Scenario:
     rss: list[tuple[float, float]] = field(default_factory=list)  # (second, MiB) of the webhook's exporter
     deleted: set[str] = field(default_factory=set)
     released_at: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # the webhook's exporter's, at the end
 
     def status(self, name: str) -> dict[str, Any]:
         ns = self.ns["killed-a" if name == "killed" else name]
@@ -113,8 +116,8 @@ def _create(admin: Api, ns: str, body: dict[str, Any]) -> None:
     assert created.status == 201, created.body
 
 
-def _started(scenario: Scenario, name: str, ns: str) -> ExporterProcess:
-    exporter = ExporterProcess(scenario.admin.server, ns, name, scenario.dir / f"{name}.log")
+def _started(scenario: Scenario, name: str, ns: str, *args: str) -> ExporterProcess:
+    exporter = ExporterProcess(scenario.admin.server, ns, name, scenario.dir / f"{name}.log", list(args))
     exporter.start()
     wait_until(lambda: scenario.position(name), timeout=30, message=f"{name}'s first position")
     return exporter
@@ -159,7 +162,8 @@ def minute(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> I
         )
     assert _started(scenario, "held", ns["held"]).stop() == 0
     killed = _started(scenario, "killed", ns["killed-a"])
-    webhook = _started(scenario, "webhook", ns["webhook"])
+    metrics_at = f"127.0.0.1:{free_port()}"
+    webhook = _started(scenario, "webhook", ns["webhook"], f"--metrics-bind-address={metrics_at}")
     assert webhook.process is not None
 
     def meanwhile(elapsed: float) -> None:
@@ -199,6 +203,7 @@ def minute(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> I
                 interval=0.5,
                 message=lambda name=name: f"{name}'s position to reach {newest}: {scenario.status(name)}",  # type: ignore[misc]
             )
+        scenario.metrics = _scraped(f"http://{metrics_at}/metrics")
         for exporter in (killed, webhook, held, released):
             assert exporter.stop() == 0
         yield scenario
@@ -206,6 +211,13 @@ def minute(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> I
         for exporter in (killed, webhook):
             exporter.stop()
         scenario.receiver.stop()
+
+
+def _scraped(url: str) -> dict[str, float]:
+    """Each sample's value by name (one export, so one series a name)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def every_other_round(i: int) -> str:
@@ -268,6 +280,16 @@ def test_a_sink_down_for_a_minute_then_slow_loses_nothing_in_bounded_memory(minu
     status = minute.status("webhook")
     assert status["counts"]["failed"] > 0 and "POST " in status["lastError"]
     assert status["counts"].get("gaps", 0) == 0
+    metrics = minute.metrics
+    assert metrics["coreio_export_records_sent_total"] == len(expected) == status["counts"]["sent"]
+    assert metrics["coreio_export_records_failed_total"] == status["counts"]["failed"]
+    assert metrics["coreio_export_records_retried_total"] >= metrics["coreio_export_records_failed_total"]
+    assert metrics["coreio_export_batches_total"] == status["counts"]["batches"]
+    assert 0 < metrics["coreio_export_position"] <= int(status["position"])  # a bookmark may follow
+    assert (
+        metrics["coreio_export_gaps_total"] == 0
+        and metrics["coreio_export_last_success_timestamp_seconds"] > 0
+    )
 
 
 def test_stopped_past_the_window_and_compactions_it_resumes_where_it_was(minute: Scenario) -> None:

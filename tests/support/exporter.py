@@ -39,10 +39,11 @@ class ExporterProcess:
     namespace: str
     name: str
     log: Path
+    args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "coreio_export", self.name, "-n", self.namespace, "-v"]
+        args = [sys.executable, "-m", "coreio_export", self.name, "-n", self.namespace, "-v", *self.args]
         env = dict(os.environ, KUBECONFIG=str(self.server.kubeconfig))
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env)
@@ -73,6 +74,7 @@ class Written:
 
     events: list[tuple[str, str, int, str]] = field(default_factory=list)
     refused: int = 0
+    acknowledged_at: dict[str, float] = field(default_factory=dict)  # name -> Unix time
 
 
 async def write_events(
@@ -109,6 +111,7 @@ async def write_events(
                 continue
             meta = orjson.loads(answer)["metadata"]
             written.events.append((ns, meta["name"], int(meta["resourceVersion"]), body["type"]))
+            written.acknowledged_at[meta["name"]] = time.time()
 
     async def ticking() -> None:
         while True:

@@ -1,6 +1,7 @@
 """A webhook receiver on loopback for the exporter's webhook sink: the stdlib's threading HTTP
 server, started late (until then the sink is down: connection refused), optionally slow, parsing
-each batch it takes with the CloudEvents SDK (structured mode, each CloudEvent of the batch)."""
+each batch it takes: a JSON array of records, or CloudEvents read with the CloudEvents SDK
+(structured mode, each CloudEvent of the batch)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Receiver:
     port: int
     delay: float = 0.0  # seconds each request is held before its 200
     records: list[dict[str, Any]] = field(default_factory=list)
+    received_at: dict[str, float] = field(default_factory=dict)  # Event name -> first receipt (Unix time)
     content_types: set[str] = field(default_factory=set)
     _server: ThreadingHTTPServer | None = None
 
@@ -50,6 +52,11 @@ class Receiver:
 
     def take(self, kind: str, body: bytes) -> None:
         self.content_types.add(kind)
+        if kind == "application/json":  # the JSON format: an array of records
+            for item in orjson.loads(body):
+                self.received_at.setdefault(item["event"]["metadata"]["name"], time.time())
+                self.records.append(item)
+            return
         items = orjson.loads(body) if kind == BATCH_TYPE else [orjson.loads(body)]
         for item in items:
             message = HTTPMessage(
@@ -58,6 +65,7 @@ class Receiver:
             event = from_http(message, JSONFormat())
             data = event.get_data()
             assert isinstance(data, dict)
+            self.received_at.setdefault(data["metadata"]["name"], time.time())
             self.records.append(
                 {
                     "dedupKey": event.get_id(),

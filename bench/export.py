@@ -1,0 +1,226 @@
+"""coreio-export's figures (issue 25), on each storage and for each sink:
+
+    .venv/bin/python -m bench.export                 # both storages, both sinks (about 4 minutes)
+    .venv/bin/python -m bench.export --storage sqlite --backlog 50000
+
+- catch-up: `--backlog` Events written while the exporter is stopped, then the records a second it
+  delivers from its start until its position reaches the newest revision (its start included);
+- latency: Events written at `--rate` a second for `--seconds` while it runs; each Event's receipt
+  by the sink (the webhook receiver's, or a reader polling the JSON-lines file every 5 ms) minus
+  the writer's acknowledgement, p50 and p99 (batches of 100 sent after 100 ms at most);
+- a kill: the same load again, the exporter killed with SIGKILL halfway and started again at once;
+  acknowledged Events never delivered (lost) and delivered twice (duplicated) are counted.
+
+The issue asks for kubernetes-event-exporter beside it (same Events, same receiver). Its module,
+github.com/resmoio/kubernetes-event-exporter, is not served by the Go module proxy this project
+reaches (403 for @latest and every version tried on 2026-11-27), so its column is not run; the
+table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.stats import percentile
+from tests.support.api import Api, event
+from tests.support.etcd import EtcdProcess
+from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, delivery, export, write_events
+from tests.support.server import ServerProcess, free_port, start_server
+from tests.support.webhook_receiver import Receiver
+
+NOT_RUN = "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here)"
+
+
+@dataclass
+class Row:
+    storage: str
+    sink: str
+    catch_up: float  # records a second
+    p50: float  # seconds
+    p99: float
+    lost: int
+    duplicated: int
+
+
+class FileTail:
+    """The records of a JSON-lines file, each stamped when this reader first saw it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+        self.received_at: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        offset, pending = 0, b""
+        while not self._stop.wait(0.005):
+            if not self.path.exists():
+                continue
+            with self.path.open("rb") as file:
+                file.seek(offset)
+                chunk = file.read()
+            offset += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            now = time.time()
+            for line in lines:
+                record = orjson.loads(line)
+                self.received_at.setdefault(record["event"]["metadata"]["name"], now)
+                self.records.append(record)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def position(api: Api, ns: str) -> int:
+    status = api.get(f"{EXPORTS}/namespaces/{ns}/eventexports/bench").json.get("status") or {}
+    return int(status.get("position") or 0)
+
+
+def newest(api: Api) -> int:
+    return int(api.get("/apis/events.core.io/v1/events?limit=1").json["metadata"]["resourceVersion"])
+
+
+def wait_position(api: Api, ns: str, target: int, limit: float = 300.0) -> float:
+    began = time.monotonic()
+    while position(api, ns) < target:
+        if time.monotonic() - began > limit:
+            raise SystemExit(f"the exporter did not reach {target} within {limit:.0f}s")
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Namespace, scratch: Path) -> Row:
+    api = Api(server)
+    ns = f"bench-{sink.lower()}-{time.monotonic_ns() % 100000}"
+    receiver = Receiver(free_port())
+    path = scratch / f"{storage}-{sink}.jsonl"
+    target: dict[str, Any] = (
+        {"webhook": {"url": receiver.url}} if sink == "webhook" else {"jsonLines": {"path": str(path)}}
+    )
+    body = export("bench", target, batch={"maxEvents": 100, "maxWait": "100ms"})
+    assert api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body).status == 201
+    if sink == "webhook":
+        receiver.start()
+    tail = FileTail(path) if sink == "jsonLines" else None
+    exporter = ExporterProcess(server, ns, "bench", scratch / f"{storage}-{sink}.log")
+    try:
+        exporter.start()
+        wait_position(api, ns, 1)
+        exporter.stop()
+        load = asyncio.run(
+            write_events(server, [ns], rate=args.backlog, seconds=1, prefix="b", connections=16)
+        )
+        began = time.monotonic()
+        exporter.start()
+        catch_up = load_rate(len(load.events), began, wait_position(api, ns, newest(api)))
+        paced = asyncio.run(write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="p"))
+        wait_position(api, ns, newest(api))
+        received = tail.received_at if tail else receiver.received_at
+        latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
+        killed = asyncio.run(
+            write_events(
+                server,
+                [ns],
+                rate=args.rate,
+                seconds=args.seconds,
+                prefix="k",
+                during=kill_once(exporter, args.seconds / 2),
+            )
+        )
+        wait_position(api, ns, newest(api))
+        exporter.stop()
+        time.sleep(0.1)  # the tail's last poll
+        records = tail.records if tail else receiver.records
+        got = delivery([r for r in records if r["event"]["metadata"]["name"].startswith("k-")])
+        acked = {name for _, name, _, _ in killed.events}
+        lost = len(acked - {r["event"]["metadata"]["name"] for r in got.first.values()})
+        return Row(
+            storage,
+            sink,
+            catch_up,
+            percentile(latencies, 0.5),
+            percentile(latencies, 0.99),
+            lost,
+            got.duplicates,
+        )
+    finally:
+        exporter.stop()
+        receiver.stop()
+        if tail:
+            tail.stop()
+
+
+def load_rate(count: int, began: float, ended: float) -> float:
+    return count / (ended - began)
+
+
+def kill_once(exporter: ExporterProcess, at: float) -> Callable[[float], None]:
+    done: list[float] = []
+
+    def during(elapsed: float) -> None:
+        if not done and elapsed >= at:
+            exporter.kill()
+            exporter.start()
+            done.append(elapsed)
+
+    return during
+
+
+def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
+    flags = [f"--runtime-config={GROUP_VERSION}=true"]
+    etcd = EtcdProcess() if storage == "etcd" else None
+    if etcd is not None:
+        flags += ["--etcd-servers", etcd.start()]
+    server = start_server(scratch / storage, flags)
+    try:
+        Api(server).post("/apis/events.core.io/v1/namespaces/warm/events", event("warm", "warm"))
+        return [measure(server, storage, sink, args, scratch) for sink in ("jsonLines", "webhook")]
+    finally:
+        server.stop()
+        if etcd is not None:
+            etcd.stop()
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| exporter | storage | sink | catch-up (records/s) | latency p50 | latency p99 | lost across a kill "
+        "| duplicated |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| coreio-export | {r.storage} | {r.sink} | {r.catch_up:,.0f} | {r.p50 * 1000:.0f} ms | "
+            f"{r.p99 * 1000:.0f} ms | {r.lost} | {r.duplicated} |"
+        )
+    lines.append(f"| {NOT_RUN} | | | | | | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--storage", choices=["sqlite", "etcd", "both"], default="both")
+    parser.add_argument("--backlog", type=int, default=20_000, help="Events written while it is stopped")
+    parser.add_argument("--rate", type=float, default=500.0, help="Events a second while it runs")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long each paced load lasts")
+    args = parser.parse_args()
+    storages = ["sqlite", "etcd"] if args.storage == "both" else [args.storage]
+    with tempfile.TemporaryDirectory(prefix="coreio-bench-export-") as scratch:
+        rows = [row for storage in storages for row in run(storage, args, Path(scratch))]
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
