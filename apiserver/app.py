@@ -64,6 +64,7 @@ from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Readiness, Storage
 from apiserver.storage.metered import MeteredStorage, StorageMetrics
 
+FIRST_HOLD_TIMEOUT = 5.0  # the EventExports' positions read at start, at most this long
 STORAGE_KEY = web.AppKey("storage", Storage)
 SYSTEM_KEY = web.AppKey("system", SystemEndpoints)
 AUTHORIZATION_KEY = web.AppKey("authorization", Authorization)
@@ -350,6 +351,11 @@ def _add_export_holds(
     tasks = BackgroundTasks()
 
     async def start(_app: web.Application) -> None:
+        # Set before a watch is served: else an exporter resuming below the watch cache's window
+        # at a restart would meet 410 for history that is held.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FIRST_HOLD_TIMEOUT):
+                await holds.refresh_logged()
         tasks.start(holds.run(), name="coreio-export-holds")
 
     async def stop(_app: web.Application) -> None:

@@ -34,7 +34,7 @@ def parser() -> Parser:
     top.add_argument("--context", help="the kubeconfig context to use")
     top.add_argument(
         "--metrics-bind-address",
-        default="",
+        default=None,
         type=_address,
         metavar="HOST:PORT",
         help="serve Prometheus metrics at /metrics there (default: not served)",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,13 +15,17 @@ import aiohttp
 import orjson
 from kubernetes import client, config
 
+from apiserver.machinery.types import JSON
+
 TIMEOUT = aiohttp.ClientTimeout(total=60.0)
-WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=None)
+# A watch sends a bookmark each minute at least: one silent for longer is a connection gone dead.
+WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=360.0)
+# The pauses between tries of what failed (a sink, the status, a watch), growing.
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "coreio-export"
 IN_CLUSTER_HOST = "KUBERNETES_SERVICE_HOST"
 POD_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-JSON = dict[str, Any]
 
 
 class ExportError(Exception):
@@ -65,7 +69,7 @@ class Api:
                 f"cannot reach the server at {self.base}: {exc or type(exc).__name__}"
             ) from None
 
-    async def watch(self, path: str) -> AsyncIterator[JSON]:
+    async def watch(self, path: str) -> AsyncGenerator[JSON, None]:
         """The watch events of `path` (a watch URL), one JSON object each, as the server sends them;
         the next line is read only when the caller asks for it."""
         try:
@@ -82,7 +86,7 @@ class Api:
                     *lines, pending = pending.split(b"\n")
                     for line in lines:
                         if line.strip():
-                            yield orjson.loads(line)
+                            yield _line(line)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ExportError(f"the watch of {path} ended: {exc or type(exc).__name__}") from None
 
@@ -95,6 +99,22 @@ class Api:
         if token:
             headers["Authorization"] = token
         return headers
+
+
+def _line(line: bytes) -> JSON:
+    try:
+        change = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        change = None
+    if not isinstance(change, dict):
+        raise ExportError(f"the watch sent a line that is not a JSON object: {line[:200]!r}")
+    return change
+
+
+def transient(error: ExportError) -> bool:
+    """Whether trying again may succeed: the server unreachable, overloaded or failing (5xx, 429),
+    or a list's snapshot expired (410); not a refusal (401, 403, 404, 422)."""
+    return not isinstance(error, ApiError) or error.status in (410, 429) or error.status >= 500
 
 
 def _decoded(status: int, data: bytes) -> JSON:

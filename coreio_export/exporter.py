@@ -14,9 +14,12 @@ import logging
 import time
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from apiserver.machinery.gofmt import parse_go_duration
+from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import EventExportSpec
-from coreio_export.connection import Api, ApiError, ExportError
+from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
 from coreio_export.metrics import ExportMetrics
 from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
@@ -25,8 +28,11 @@ from coreio_export.selection import Selection
 from coreio_export.sinks import RecordSink, SinkError, open_sink
 
 EXPORTS = "/apis/events.core.io/v1alpha1"
-BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
 NOT_FOUND = 404
+# A position moved on by bookmarks and unselected Events alone is written at most this often; one
+# that sent records is written at once (the next batch waits for it).
+QUIET_REPORT_SECONDS = 10.0
+CAUGHT_UP = "the export reads the history as it is written"
 log = logging.getLogger("coreio_export")
 
 
@@ -38,6 +44,10 @@ class SpecChanged(Exception):
     """The spec moved to a new generation: start again with it."""
 
 
+class Stopping(Exception):
+    """Stopped (SIGTERM) while waiting to try again: what failed is left for the next start."""
+
+
 @dataclass(frozen=True)
 class Target:
     namespace: str
@@ -47,10 +57,13 @@ class Target:
     def path(self) -> str:
         return f"{EXPORTS}/namespaces/{self.namespace}/eventexports/{self.name}"
 
+    def gone(self, how: str) -> ExportGone:
+        return ExportGone(f"the EventExport {self.namespace}/{self.name} {how}")
+
 
 @dataclass
 class Batch:
-    records: list[dict[str, object]]
+    records: list[JSON]
     reached: int  # every revision up to this one is in the batch or not selected
     since: float  # when its first record was read
 
@@ -61,33 +74,36 @@ class Exporter:
         self.target = target
         self.stop = stop
         self.metrics = metrics
+        self.reported = 0.0  # when the status was last written
 
     async def run(self) -> None:
-        """Exports until stopped; ExportGone when the EventExport is deleted."""
+        """Exports until stopped. ExportGone when the EventExport is deleted; an ExportError that
+        trying again cannot mend (401, 403, 404) ends it, the others are tried again."""
+        failures = 0
         while not self.stop.is_set():
             try:
                 await self._run_generation()
             except SpecChanged:
                 log.info("the spec of %s changed: starting again with it", self.target.name)
+            except Stopping:
+                return
+            except ExportError as exc:
+                if isinstance(exc, ExportGone) or not transient(exc):
+                    raise
+                log.warning("%s; starting again", exc)
+                with contextlib.suppress(Stopping):
+                    await self._pause(failures)
+                failures += 1
 
     async def _run_generation(self) -> None:
-        try:
-            export = await self.api.get(self.target.path)
-        except ApiError as exc:
-            if exc.status == NOT_FOUND:
-                raise ExportGone(
-                    f"the EventExport {self.target.namespace}/{self.target.name} is not found"
-                ) from None
-            raise
-        spec = EventExportSpec.model_validate(export["spec"])
+        spec, progress = await self._read_export()
         self.metrics.sink("webhook" if spec.sink.webhook is not None else "jsonLines")
-        progress = Progress.from_status(export.get("status") or {}, export["metadata"].get("generation", 1))
         queue: asyncio.Queue[Item | Gap] = asyncio.Queue(maxsize=spec.batch.maxEvents)
         reader = Reader(self.api, Selection(spec, self.target.namespace), queue)
         if not progress.position:
             # A new export starts at the present: its first position written before anything is read.
             progress.position = progress.newest = await reader.current_revision()
-            progress.condition("Lagging", False, "CaughtUp", "the export reads the history as it is written")
+            progress.condition("Lagging", False, "CaughtUp", CAUGHT_UP)
             await self._report(progress)
         sink = await self._sink(spec, progress)
         reading = asyncio.create_task(reader.run(progress.position))
@@ -99,12 +115,29 @@ class Exporter:
                 await reading
             await sink.close()
 
+    async def _read_export(self) -> tuple[EventExportSpec, Progress]:
+        try:
+            export = await self.api.get(self.target.path)
+        except ApiError as exc:
+            if exc.status == NOT_FOUND:
+                raise self.target.gone("is not found") from None
+            raise
+        try:
+            spec = EventExportSpec.model_validate(export["spec"])
+            progress = Progress.from_status(
+                export.get("status") or {}, export["metadata"].get("generation", 1)
+            )
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            raise ExportError(f"the EventExport as the server sent it cannot be read: {exc}") from None
+        return spec, progress
+
     async def _sink(self, spec: EventExportSpec, progress: Progress) -> RecordSink:
         failures = 0
         while True:
             try:
                 return await open_sink(spec.sink, self.api, self.target.namespace, spec.batch.maxEvents)
             except SinkError as exc:
+                log.warning("%s (trying again)", exc)
                 progress.failure(0, str(exc), time.monotonic())
                 await self._report(progress)
                 await self._pause(failures)
@@ -121,28 +154,30 @@ class Exporter:
         wait = parse_go_duration(spec.batch.maxWait)
         while not self.stop.is_set():
             batch, gap = await self._gather(queue, spec.batch.maxEvents, wait, progress, reading)
-            if batch.records and not await self._send(sink, batch, progress):
-                return
+            if batch.records:
+                await self._send(sink, batch, progress)
             if gap is not None:
-                progress.gaps += 1
-                self.metrics.gap()
-                progress.position = gap.listed_at
-                progress.condition(
-                    "Lagging",
-                    True,
-                    "HistoryGone",
-                    f"the history after revision {gap.after} was gone; the Events stored at revision "
-                    f"{gap.listed_at} were listed and sent, those deleted in between were not",
-                )
+                self._gap(gap, progress)
             elif batch.reached > progress.position:
                 progress.position = batch.reached
-                if batch.records and progress.conditions.get("Lagging", None) is not None:
-                    progress.condition(
-                        "Lagging", False, "CaughtUp", "the export reads the history as it is written"
-                    )
+                if batch.records and "Lagging" in progress.conditions:
+                    progress.condition("Lagging", False, "CaughtUp", CAUGHT_UP)
+                quiet = not batch.records and time.monotonic() - self.reported < QUIET_REPORT_SECONDS
+                if quiet and not self.stop.is_set():
+                    continue
             else:
                 continue
             await self._report(progress)
+
+    def _gap(self, gap: Gap, progress: Progress) -> None:
+        progress.gaps += 1
+        self.metrics.gap()
+        progress.position = gap.listed_at
+        message = (
+            f"the history after revision {gap.after} was gone; the Events stored at revision "
+            f"{gap.listed_at} were listed and sent, those deleted in between were not"
+        )
+        progress.condition("Lagging", True, "HistoryGone", message)
 
     async def _gather(
         self,
@@ -191,9 +226,9 @@ class Exporter:
             raise ExportError("the watch ended")
         return None
 
-    async def _send(self, sink: RecordSink, batch: Batch, progress: Progress) -> bool:
-        """Sends until the sink takes the batch, with a growing pause between tries; False when
-        the exporter stopped first."""
+    async def _send(self, sink: RecordSink, batch: Batch, progress: Progress) -> None:
+        """Sends until the sink takes the batch, with a growing pause between tries; Stopping when
+        the exporter is stopped meanwhile."""
         failures = 0
         while True:
             if failures:
@@ -207,12 +242,10 @@ class Exporter:
                 await self._report(progress)
                 await self._pause(failures)
                 failures += 1
-                if self.stop.is_set():
-                    return False
                 continue
             progress.delivered(len(batch.records), batch.since)
             self.metrics.delivered(len(batch.records), time.time())
-            return True
+            return
 
     async def _report(self, progress: Progress) -> None:
         """The status written; retried until the server takes it, since the next batch may not be
@@ -224,20 +257,22 @@ class Exporter:
                 break
             except ApiError as exc:
                 if exc.status == NOT_FOUND:
-                    raise ExportGone(
-                        f"the EventExport {self.target.namespace}/{self.target.name} was deleted"
-                    ) from None
-                error: Exception = exc
+                    raise self.target.gone("was deleted") from None
+                error: ExportError = exc
             except ExportError as exc:
                 error = exc
             log.warning("cannot write the status: %s (retrying)", error)
             await self._pause(failures)
             failures += 1
+        self.reported = time.monotonic()
         self.metrics.observe(progress)
-        if written["metadata"].get("generation", progress.generation) != progress.generation:
+        if (written.get("metadata") or {}).get("generation", progress.generation) != progress.generation:
             raise SpecChanged
 
     async def _pause(self, failures: int) -> None:
+        """The pause before the next try; Stopping when the exporter is stopped meanwhile."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(BACKOFF[min(failures, len(BACKOFF) - 1)]):
                 await self.stop.wait()
+        if self.stop.is_set():
+            raise Stopping

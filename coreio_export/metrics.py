@@ -40,7 +40,13 @@ class ExportMetrics:
         self.position = gauge("position", "The revision up to which every selected Event was delivered.")
 
     def sink(self, kind: str) -> None:
+        """The sink's kind, known once the spec is read; every series starts then, at 0, so that
+        `increase()` and absence alerts see it before anything happens."""
         self.labels["sink"] = kind
+        for metric in (self.sent, self.failed, self.retried, self.batches, self.gaps, self.lag_revisions):
+            metric.labels(**self.labels)
+        for gauge in (self.lag_seconds, self.last_success, self.position):
+            gauge.labels(**self.labels)
 
     def delivered(self, records: int, now: float) -> None:
         self.sent.labels(**self.labels).inc(records)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-JSON = dict[str, Any]
+from apiserver.machinery.types import JSON
 
 
 def now_rfc3339() -> str:

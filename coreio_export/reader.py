@@ -2,26 +2,29 @@
 so that a slow sink stops the reading (the server keeps the history, this process holds at most one
 batch more than it sends). When the history from the position is gone (410 Gone at the start of a
 watch), the Events still stored after it are listed, sent in revision order, and the gap reported.
+
+The reader keeps its own cursor, the last revision it queued: a watch that ends or breaks, and a
+relist, go on from there, never from before it (which would queue again what is queued).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
-from coreio_export.connection import Api, ApiError, ExportError
+from apiserver.machinery.types import JSON
+from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
 from coreio_export.selection import Selection
 
-JSON = dict[str, Any]
 EVENTS = "/apis/events.core.io/v1"
 WATCH_SECONDS = 300  # each watch ends after this, and the next one starts where it stopped
 LIST_PAGE = 500
-RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
 GONE = 410
+QUICK_END = 1.0  # a watch that ended sooner than this having shown nothing is retried after a pause
 log = logging.getLogger("coreio_export")
 
 
@@ -44,80 +47,115 @@ class Gap:
     listed_at: int
 
 
+class HistoryGone(Exception):
+    """410 at the start of a watch: the history after the cursor was compacted."""
+
+
 class Reader:
     def __init__(self, api: Api, selection: Selection, queue: asyncio.Queue[Item | Gap]) -> None:
         self.api = api
         self.selection = selection
         self.queue = queue
+        self.cursor = 0  # the last revision queued
         namespace = selection.watched_namespace
         self.collection = f"{EVENTS}/namespaces/{namespace}/events" if namespace else f"{EVENTS}/events"
 
     async def current_revision(self) -> int:
         listed = await self.api.get(f"{self.collection}?limit=1")
-        return int(listed["metadata"]["resourceVersion"])
+        return _revision(listed)
 
     async def run(self, after: int) -> None:
-        """Reads from revision `after` (exclusive) on, for ever."""
+        """Reads from revision `after` (exclusive) on, for ever; a server or network failure is
+        retried after a growing pause, any other ApiError ends the reading."""
+        self.cursor = after
         failures = 0
         while True:
+            began = time.monotonic()
             try:
-                after, shown = await self._watch(after)
-                failures = 0 if shown else failures
-            except ApiError as exc:
-                if exc.status != GONE:
-                    raise
-                after = await self._relist(after)
+                shown = await self._watch()
+            except HistoryGone:
+                shown = await self._relisted()
             except ExportError as exc:
-                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                log.warning("%s; watching again in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                if not transient(exc):
+                    raise
+                log.warning("%s; reading again from revision %d", exc, self.cursor)
+                shown = False
+            failures = 0 if shown else failures + 1
+            if not shown and time.monotonic() - began < QUICK_END:
+                await asyncio.sleep(BACKOFF[min(failures, len(BACKOFF)) - 1])
 
-    async def _watch(self, after: int) -> tuple[int, bool]:
-        """One watch from `after`; the revision it reached, and whether it showed anything."""
+    async def _watch(self) -> bool:
+        """One watch from the cursor; whether it showed anything."""
         path = (
-            f"{self.collection}?watch=1&allowWatchBookmarks=true&resourceVersion={after}"
+            f"{self.collection}?watch=1&allowWatchBookmarks=true&resourceVersion={self.cursor}"
             f"&timeoutSeconds={WATCH_SECONDS}"
         )
         shown = False
-        async for change in self.api.watch(path):
-            kind, obj = change.get("type", ""), change.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == GONE and shown:
-                    return after, shown  # fell behind mid-watch: watch again from where it stopped
-                raise ApiError(int(obj.get("code") or 500), obj)
-            revision = int(obj.get("metadata", {}).get("resourceVersion") or after)
-            shown = True
-            if kind == "BOOKMARK":
-                await self.queue.put(Item(revision))
-            elif self.selection.wants(kind, obj):
-                await self.queue.put(Item(revision, kind, obj, time.monotonic()))
-            else:
-                await self.queue.put(Item(revision))
-            after = revision
-        return after, shown
+        try:
+            async with contextlib.aclosing(self.api.watch(path)) as changes:
+                async for change in changes:
+                    kind, obj = change.get("type", ""), change.get("object") or {}
+                    if kind == "ERROR":
+                        raise ApiError(int(obj.get("code") or 500), obj)
+                    shown = True
+                    await self._queue(kind, obj)
+        except ApiError as exc:
+            if exc.status != GONE:
+                raise
+            if not shown:
+                raise HistoryGone from None
+            # Fell behind mid-watch: the next watch goes on from the cursor.
+        return shown
 
-    async def _relist(self, after: int) -> int:
-        """The Events stored now whose revision is past `after`, sent in revision order, then the
-        gap; the revision of the list, which the next watch starts from."""
+    async def _queue(self, kind: str, obj: JSON) -> None:
+        revision = _revision(obj)
+        if kind != "BOOKMARK" and self.selection.wants(kind, obj):
+            await self.queue.put(Item(revision, kind, obj, time.monotonic()))
+        else:
+            await self.queue.put(Item(revision))
+        self.cursor = revision
+
+    async def _relisted(self) -> bool:
+        """The Events stored now whose revision is past the cursor, queued in revision order, then
+        the gap; the next watch starts at the list's revision."""
+        items, listed_at = await self._list_after(self.cursor)
+        log.warning(
+            "the history after revision %d is gone; %d Events still stored after it are sent",
+            self.cursor,
+            len(items),
+        )
+        for obj in sorted(items, key=_revision):
+            obj.setdefault("apiVersion", "events.core.io/v1")
+            obj.setdefault("kind", "Event")
+            if self.selection.wants("ADDED", obj):
+                await self.queue.put(Item(_revision(obj), "ADDED", obj, time.monotonic()))
+        await self.queue.put(Gap(self.cursor, listed_at))
+        self.cursor = listed_at
+        return True
+
+    async def _list_after(self, after: int) -> tuple[list[JSON], int]:
+        """The stored Events of the export's namespaces changed after `after`, and the list's
+        revision (one consistent list, in pages)."""
         items: list[JSON] = []
         token, listed_at = "", 0
         while True:
             more = f"&continue={quote(token, safe='')}" if token else ""
             page = await self.api.get(f"{self.collection}?limit={LIST_PAGE}{more}")
-            listed_at = listed_at or int(page["metadata"]["resourceVersion"])
-            items += [i for i in page.get("items", []) if int(i["metadata"]["resourceVersion"]) > after]
-            token = page["metadata"].get("continue", "")
+            listed_at = listed_at or _revision(page)
+            items += [i for i in page.get("items") or [] if _revision(i) > after and self._kept(i)]
+            token = (page.get("metadata") or {}).get("continue", "")
             if not token:
-                break
-        log.warning(
-            "the history after %d is gone; %d Events still stored after it are sent", after, len(items)
-        )
-        for obj in sorted(items, key=lambda i: int(i["metadata"]["resourceVersion"])):
-            obj.setdefault("apiVersion", "events.core.io/v1")
-            obj.setdefault("kind", "Event")
-            if self.selection.wants("ADDED", obj):
-                revision = int(obj["metadata"]["resourceVersion"])
-                await self.queue.put(Item(revision, "ADDED", obj, time.monotonic()))
-        await self.queue.put(Gap(after, listed_at))
-        return listed_at
+                return items, listed_at
+
+    def _kept(self, obj: JSON) -> bool:
+        spaces = self.selection.namespaces
+        return spaces is None or (obj.get("metadata") or {}).get("namespace") in spaces
+
+
+def _revision(obj: JSON) -> int:
+    """The resourceVersion of an object or list; ExportError when it is not a revision."""
+    text = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
+    try:
+        return int(str(text))
+    except ValueError:
+        raise ExportError(f"the server's answer carries no resourceVersion: {str(obj)[:200]}") from None

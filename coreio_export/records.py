@@ -4,9 +4,8 @@ the one batch an exporter's restart may send again."""
 
 from __future__ import annotations
 
-from typing import Any
+from apiserver.machinery.types import JSON
 
-JSON = dict[str, Any]
 EVENTS_PATH = "/apis/events.core.io/v1"
 CLOUDEVENT_TYPE = "io.core.events.v1.event"
 

@@ -5,14 +5,13 @@ no record for a series' heartbeat."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
 import orjson
 
 from apiserver.machinery.regexp import compile_go
+from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import ALL_NAMESPACES, EventExportSpec, Rule
 
-JSON = dict[str, Any]
 HEARTBEATS_REMEMBERED = 10_000  # series whose last record is remembered (bounded memory)
 # What a heartbeat changes (events.k8s.io: the series' count and last observed time), and what
 # every write changes; an update that changes nothing else is a heartbeat.

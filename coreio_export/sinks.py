@@ -10,16 +10,16 @@ import os
 import ssl
 import sys
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 import orjson
 
+from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import STDOUT, JSONLinesSink, Sink, WebhookSink
 from coreio_export.connection import Api, ApiError
 from coreio_export.records import cloud_event
 
-JSON = dict[str, Any]
 MIB = 1 << 20
 WEBHOOK_TIMEOUT = aiohttp.ClientTimeout(total=30.0)
 CONTENT_TYPES = {"JSON": "application/json", "CloudEvents": "application/cloudevents-batch+json"}
@@ -51,8 +51,11 @@ class JSONLines:
     async def send(self, batch: list[JSON]) -> None:
         data = b"".join(orjson.dumps(item) + b"\n" for item in batch)
         if self.path is None:
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
+            try:
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+            except OSError as exc:  # a closed pipe, a full disk
+                raise SinkError(f"cannot write to standard output: {exc.strerror or exc}") from None
             return
         try:
             await asyncio.to_thread(self._append, self.path, data)
@@ -95,7 +98,10 @@ class Webhook:
         self.one_per_request = one_per_request
         self.ssl: ssl.SSLContext | bool = True
         if sink.caBundle:
-            self.ssl = ssl.create_default_context(cadata=sink.caBundle)
+            try:
+                self.ssl = ssl.create_default_context(cadata=sink.caBundle)
+            except (ssl.SSLError, ValueError) as exc:
+                raise SinkError(f"the webhook's caBundle holds no usable certificate: {exc}") from None
         self.session = aiohttp.ClientSession(timeout=WEBHOOK_TIMEOUT)
 
     def _body(self, batch: list[JSON]) -> tuple[bytes, str]:
@@ -138,5 +144,10 @@ async def secret_headers(api: Api, namespace: str, name: str) -> dict[str, str]:
         secret = await api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
     except ApiError as exc:
         raise SinkError(f"cannot read the Secret {namespace}/{name} of headersFrom: {exc}") from None
-    data = secret.get("data") or {}
-    return {key: base64.b64decode(value).decode().strip() for key, value in data.items()}
+    try:
+        data = secret.get("data") or {}
+        return {key: base64.b64decode(value, validate=True).decode().strip() for key, value in data.items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise SinkError(
+            f"the Secret {namespace}/{name} of headersFrom cannot be read as headers: {exc}"
+        ) from None

@@ -5,8 +5,9 @@ exporter then meets 410 and lists anew, reporting the gap.
 
 How far behind a position is, is measured in time: the server samples its current revision every
 few seconds, and a position's age is the time since the store first stood at or past it. Samples
-live in memory: after a restart, a position older than the first sample is dated by the export's
-last acknowledged batch, or else by the restart (kept longer, never released early).
+live in memory: after a restart, a position older than the first sample is dated by the restart
+(kept up to one maxLag longer, never released early: an export that selects few Events moves its
+position by bookmarks, so its last acknowledged batch may be far older than its position).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import asyncio
 import bisect
 import logging
 import time
-from collections import deque
-from datetime import datetime
 
 from apiserver.machinery import fastjson
 from apiserver.machinery.gofmt import parse_go_duration
@@ -34,13 +33,15 @@ class RevisionClock:
     """When the store was first seen at or past each revision (wall-clock seconds)."""
 
     def __init__(self) -> None:
-        self._times: deque[float] = deque(maxlen=MAX_SAMPLES)
-        self._revisions: deque[int] = deque(maxlen=MAX_SAMPLES)
+        self._times: list[float] = []
+        self._revisions: list[int] = []
 
     def record(self, now: float, revision: int) -> None:
         if not self._revisions or revision > self._revisions[-1]:
             self._times.append(now)
             self._revisions.append(revision)
+        if len(self._times) > MAX_SAMPLES:  # the oldest half goes (bisect needs lists, not deques)
+            del self._times[: MAX_SAMPLES // 2], self._revisions[: MAX_SAMPLES // 2]
 
     def reached(self, revision: int) -> float | None:
         """When the store first stood at or past `revision`; None when that was before the first
@@ -56,13 +57,6 @@ class RevisionClock:
         return (self._times[0], self._revisions[0]) if self._times else None
 
 
-def _seconds(text: str) -> float:
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return 0.0
-
-
 def position_age(export: JSON, clock: RevisionClock, now: float) -> float:
     """Seconds since the store moved past the export's position (0 when it has not)."""
     status = export.get("status") or {}
@@ -70,8 +64,7 @@ def position_age(export: JSON, clock: RevisionClock, now: float) -> float:
     reached = clock.reached(position + 1)
     first = clock.first
     if reached is None and first is not None and position + 1 < first[1]:
-        success = _seconds(status.get("lastSuccessTime") or "")
-        reached = min(first[0], success) if success else first[0]
+        reached = first[0]  # before the samples: dated by the first, never older
     return max(now - reached, 0.0) if reached is not None else 0.0
 
 
@@ -93,12 +86,18 @@ class ExportHolds:
         self._released: set[tuple[str, int]] = set()
 
     async def run(self) -> None:
+        """Refreshes for ever: a failure keeps the last hold (it holds more, never less)."""
         while True:
-            try:
-                await self.refresh(time.time())
-            except StorageError as exc:
-                log.warning("cannot read the EventExports' positions: %s", exc)
             await asyncio.sleep(self.interval)
+            await self.refresh_logged()
+
+    async def refresh_logged(self) -> None:
+        try:
+            await self.refresh(time.time())
+        except StorageError as exc:
+            log.warning("cannot read the EventExports' positions: %s", exc)
+        except Exception:  # a malformed export must not stop the refreshes and freeze the hold
+            log.exception("reading the EventExports' positions failed")
 
     async def refresh(self, now: float) -> None:
         self.clock.record(now, await self.storage.current_revision())
@@ -122,7 +121,10 @@ class ExportHolds:
     def _held_position(self, export: JSON, now: float) -> int:
         """The export's position, or 0 when it holds nothing (no position yet, or past its maxLag)."""
         meta = export.get("metadata") or {}
-        position = int((export.get("status") or {}).get("position") or 0)
+        try:
+            position = int((export.get("status") or {}).get("position") or 0)
+        except ValueError:
+            position = 0
         if not position or meta.get("deletionTimestamp"):
             return 0
         try:

@@ -20,6 +20,12 @@ class HistoryHold:
         """How far a compaction meant to reach `revision` may go."""
         return min(revision, self.revision) if self.revision else revision
 
+    def next_compaction(self, seen: int, done: int) -> int:
+        """The revision to compact to, meant to reach `seen` with `done` reached already; 0 when
+        there is nothing more to compact."""
+        target = self.compaction_target(seen)
+        return target if target > done else 0
+
     def covers(self, after_revision: int) -> bool:
         """Whether a watch from `after_revision` reads history this hold keeps."""
         return 0 < self.revision <= after_revision

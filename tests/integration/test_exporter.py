@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ def server(
     args = [
         f"--runtime-config={GROUP_VERSION}=true",
         "--compaction-interval=2",
+        "--watch-bookmark-interval=5",  # an export of one quiet namespace moves on by bookmarks
         "--default-watch-cache-size=1000",
     ]
     etcd: EtcdProcess | None = None
@@ -132,6 +133,39 @@ def minute(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> I
         {r: namespace() for r in roles},
         Receiver(free_port(), SLOW_SECONDS),
     )
+    _create_exports(scenario)
+    _stop_at_first_positions(scenario)
+    killed = _started(scenario, "killed", scenario.ns["killed-a"])
+    metrics_at = f"127.0.0.1:{free_port()}"
+    webhook = _started(scenario, "webhook", scenario.ns["webhook"], f"--metrics-bind-address={metrics_at}")
+    exporters = [killed, webhook]  # every one started, stopped whatever happens
+    try:
+        scenario.written = asyncio.run(
+            write_events(
+                server,
+                list(scenario.ns.values()),
+                rate=RATE,
+                seconds=SECONDS,
+                prefix="e",
+                during=_kills_and_memory(scenario, killed, webhook),
+                kind=every_other_round,
+            )
+        )
+        scenario.receiver.start()  # the sink is back, slow
+        _release(scenario)
+        exporters += [_restarted(scenario, name) for name in ("held", "released")]
+        _caught_up(scenario)
+        scenario.metrics = _scraped(f"http://{metrics_at}/metrics")
+        for exporter in exporters:
+            assert exporter.stop() == 0
+        yield scenario
+    finally:
+        for exporter in exporters:
+            exporter.stop()
+        scenario.receiver.stop()
+
+
+def _create_exports(scenario: Scenario) -> None:
     ns, d = scenario.ns, scenario.dir
 
     def lines(name: str) -> dict[str, Any]:
@@ -139,78 +173,59 @@ def minute(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> I
 
     _create(scenario.admin, ns["released"], export("released", lines("released"), maxLag="1m"))
     _create(scenario.admin, ns["held"], export("held", lines("held")))
-    _create(
-        scenario.admin,
-        ns["killed-a"],
-        export(
-            "killed",
-            lines("killed"),
-            namespaces=[ns["killed-a"], ns["killed-b"]],
-            drop=[{"reason": "^Reason3$"}],
-        ),
-    )
+    both = [ns["killed-a"], ns["killed-b"]]
+    killed = export("killed", lines("killed"), namespaces=both, drop=[{"reason": "^Reason3$"}])
+    _create(scenario.admin, ns["killed-a"], killed)
     hook = {"webhook": {"url": scenario.receiver.url, "format": "CloudEvents"}}
     _create(scenario.admin, ns["webhook"], export("webhook", hook, match=[{"type": "Warning"}]))
-    # Stopped at their first positions, `released`'s well before `held`'s (Events written between
-    # them): the history held for `held` does not reach back to `released`'s position.
+
+
+def _stop_at_first_positions(scenario: Scenario) -> None:
+    """`released` and `held` stopped at their first positions, `released`'s well before `held`'s
+    (Events written between them): the history held for `held` does not reach back to `released`'s."""
+    ns = scenario.ns
     assert _started(scenario, "released", ns["released"]).stop() == 0
+    events = f"/apis/events.core.io/v1/namespaces/{ns['elsewhere']}/events"
     for i in range(5):
-        spacer = event(f"spacer-{i}", ns["elsewhere"])
-        assert (
-            scenario.admin.post(f"/apis/events.core.io/v1/namespaces/{ns['elsewhere']}/events", spacer).status
-            == 201
-        )
+        assert scenario.admin.post(events, event(f"spacer-{i}", ns["elsewhere"])).status == 201
     assert _started(scenario, "held", ns["held"]).stop() == 0
-    killed = _started(scenario, "killed", ns["killed-a"])
-    metrics_at = f"127.0.0.1:{free_port()}"
-    webhook = _started(scenario, "webhook", ns["webhook"], f"--metrics-bind-address={metrics_at}")
-    assert webhook.process is not None
+
+
+def _kills_and_memory(
+    scenario: Scenario, killed: ExporterProcess, webhook: ExporterProcess
+) -> Callable[[float], None]:
+    """What happens during the minute: `killed` killed every 10 s from the 5th (and started again
+    at once), the webhook's exporter's memory sampled each second."""
 
     def meanwhile(elapsed: float) -> None:
         if len(scenario.kills) < KILLS and elapsed >= 5 + 10 * len(scenario.kills):
             killed.kill()
             scenario.kills.append(elapsed)
             killed.start()
-        if not scenario.rss or elapsed - scenario.rss[-1][0] >= 1:
-            assert webhook.process is not None
+        if (not scenario.rss or elapsed - scenario.rss[-1][0] >= 1) and webhook.process is not None:
             scenario.rss.append((elapsed, rss_mib(webhook.process.pid)))
 
-    try:
-        scenario.written = asyncio.run(
-            write_events(
-                server,
-                list(ns.values()),
-                rate=RATE,
-                seconds=SECONDS,
-                prefix="e",
-                during=meanwhile,
-                kind=every_other_round,
-            )
+    return meanwhile
+
+
+def _restarted(scenario: Scenario, name: str) -> ExporterProcess:
+    exporter = ExporterProcess(scenario.admin.server, scenario.ns[name], name, scenario.dir / f"{name}.log")
+    exporter.start()
+    return exporter
+
+
+def _caught_up(scenario: Scenario) -> None:
+    """Waits until every export's position reaches the newest revision."""
+    newest = int(
+        scenario.admin.get("/apis/events.core.io/v1/events?limit=1").json["metadata"]["resourceVersion"]
+    )
+    for name in ("killed", "webhook", "held", "released"):
+        wait_until(
+            lambda name=name: scenario.position(name) >= newest,  # type: ignore[misc]
+            timeout=120,
+            interval=0.5,
+            message=lambda name=name: f"{name}'s position to reach {newest}: {scenario.status(name)}",  # type: ignore[misc]
         )
-        scenario.receiver.start()  # the sink is back, slow
-        _release(scenario)
-        held = ExporterProcess(server, ns["held"], "held", d / "held.log")
-        held.start()
-        released = ExporterProcess(server, ns["released"], "released", d / "released.log")
-        released.start()
-        newest = int(
-            scenario.admin.get("/apis/events.core.io/v1/events?limit=1").json["metadata"]["resourceVersion"]
-        )
-        for name in ("killed", "webhook", "held", "released"):
-            wait_until(
-                lambda name=name: scenario.position(name) >= newest,  # type: ignore[misc]
-                timeout=120,
-                interval=0.5,
-                message=lambda name=name: f"{name}'s position to reach {newest}: {scenario.status(name)}",  # type: ignore[misc]
-            )
-        scenario.metrics = _scraped(f"http://{metrics_at}/metrics")
-        for exporter in (killed, webhook, held, released):
-            assert exporter.stop() == 0
-        yield scenario
-    finally:
-        for exporter in (killed, webhook):
-            exporter.stop()
-        scenario.receiver.stop()
 
 
 def _scraped(url: str) -> dict[str, float]:

@@ -216,3 +216,15 @@ def installed_requirements(name: str, version: str) -> list[Requirement]:
         return []
     requirements = map(Requirement, distribution.requires or [])
     return [r for r in requirements if r.marker is None or r.marker.evaluate(IMAGE_MARKERS)]
+
+
+def test_every_package_of_the_wheel_reaches_the_builder(dockerfile: str) -> None:
+    """Each top-level package pyproject.toml puts in the wheel is let through .dockerignore (an
+    allow-list) and copied into the builder: a package left out builds an image whose entry point
+    fails to import (coreio_export was, once)."""
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {name for name in found["include"] if "." not in name and "*" not in name}
+    allowed = {line[1:] for line in (ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")}
+    copied = {args.split()[0] for keyword, args in instructions(dockerfile) if keyword == "COPY"}
+    assert packages and packages <= allowed, packages - allowed
+    assert packages <= copied, packages - copied

@@ -33,6 +33,7 @@ PROGRAMS = {
     "coreio-apiserver": "apiserver",
     "coreio-operator": "apiserver_operator",
     "kubectl coreio": "kubectl_coreio",
+    "coreio-export": "coreio_export",
 }
 # Long flags of other programs the pages name in prose: a backquoted flag is one of coreio's
 # programs' (checked against their --help) or one of these.
@@ -162,6 +163,7 @@ def all_options() -> dict[str, frozenset[str]]:
         "coreio-apiserver": options("apiserver"),
         "coreio-operator": options("apiserver_operator"),
         "kubectl coreio": frozenset(plugin),
+        "coreio-export": options("coreio_export"),
     }
 
 

@@ -4,15 +4,22 @@ dates a position to decide whether the history after it is still held."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
+
+import pytest
 
 from apiserver.registry.exportholds import ExportHolds, RevisionClock, position_age
 from apiserver.resources.eventexport import EventExportSpec
 from apiserver.storage.holds import HistoryHold
+from coreio_export.connection import ApiError, ExportError, transient
 from coreio_export.progress import Progress
+from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import cloud_event, record
 from coreio_export.selection import Selection
 from tests.support.api import event
+from tests.support.waiting import async_wait_until
 
 
 def spec(**fields: Any) -> EventExportSpec:
@@ -98,25 +105,121 @@ def test_a_position_is_dated_by_when_the_store_moved_past_it() -> None:
     at = {"status": {"position": "15"}}
     assert position_age(at, clock, 200.0) == 95.0  # revision 16 was first seen at 105
     assert position_age({"status": {"position": "30"}}, clock, 200.0) == 0.0  # not moved past yet
+    # Before the samples (a restart): dated by the first sample, whatever its last success says.
     before = {"status": {"position": "3", "lastSuccessTime": "1970-01-01T00:00:50Z"}}
-    assert position_age(before, clock, 200.0) == 150.0  # before the samples: its last success
-    assert position_age({"status": {"position": "3"}}, clock, 200.0) == 100.0  # else the first sample
+    assert position_age(before, clock, 200.0) == 100.0
 
 
-def test_an_export_past_its_max_lag_is_released_once() -> None:
+def test_an_export_past_its_max_lag_is_released_once(caplog: pytest.LogCaptureFixture) -> None:
     holds = ExportHolds(storage=None, root="/registry/x/", hold=HistoryHold())  # type: ignore[arg-type]
     for second, revision in ((0.0, 10), (1000.0, 20)):
         holds.clock.record(second, revision)
-    export = {"metadata": {"uid": "u"}, "spec": {"maxLag": "1h"}, "status": {"position": "12"}}
+    export = {
+        "metadata": {"uid": "u", "namespace": "shop", "name": "w"},
+        "spec": {"maxLag": "1h"},
+        "status": {"position": "12"},
+    }
     assert holds._held_position(export, 1100.0) == 12
     export["spec"]["maxLag"] = "1m"
-    assert holds._held_position(export, 1100.0) == 0
+    assert holds._held_position(export, 1100.0) == holds._held_position(export, 1101.0) == 0
+    released = [r.getMessage() for r in caplog.records if "past its maxLag" in r.getMessage()]
+    assert released == [
+        "EventExport shop/w is 100s behind, past its maxLag of 1m: the history after its position 12 "
+        "is no longer kept"
+    ]
     assert holds._held_position({"metadata": {}, "spec": {}, "status": {}}, 1100.0) == 0
+    assert holds._held_position({"metadata": {}, "spec": {}, "status": {"position": "x"}}, 1100.0) == 0
 
 
 def test_a_hold_limits_compaction_and_covers_watches_from_after_it() -> None:
     hold = HistoryHold()
     assert hold.compaction_target(100) == 100 and not hold.covers(50)
+    assert hold.next_compaction(0, 0) == 0 and hold.next_compaction(100, 0) == 100
     hold.revision = 40
     assert hold.compaction_target(100) == 40 and hold.compaction_target(30) == 30
+    assert hold.next_compaction(100, 0) == 40 and hold.next_compaction(100, 40) == 0
     assert hold.covers(40) and hold.covers(90) and not hold.covers(39)
+
+
+class FakeWatchApiForUnitTests:
+    """A fake of the exporter's Api for these unit tests only: each watch answers the next script
+    (a list of watch events, then an exception to raise or None), each list the pages given."""
+
+    def __init__(
+        self, scripts: list[tuple[list[dict[str, Any]], Exception | None]], pages: list[dict[str, Any]]
+    ):
+        self.scripts = scripts
+        self.pages = pages
+        self.watched: list[str] = []
+
+    async def watch(self, path: str) -> AsyncGenerator[dict[str, Any], None]:
+        self.watched.append(path)
+        if not self.scripts:
+            await asyncio.Event().wait()  # a watch that stays open
+        changes, failure = self.scripts.pop(0)
+        for change in changes:
+            yield change
+        if failure is not None:
+            raise failure
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return self.pages.pop(0)
+
+
+def change(kind: str, name: str, rv: int, ns: str = "shop") -> dict[str, Any]:
+    return {"type": kind, "object": stored(name, ns, rv)}
+
+
+async def read(
+    api: FakeWatchApiForUnitTests, after: int, items: int, watches: int
+) -> tuple[list[Item | Gap], Reader]:
+    """`items` read from a reader over `api`, once it has started `watches` watches."""
+    queue: asyncio.Queue[Item | Gap] = asyncio.Queue()
+    reader = Reader(api, Selection(spec(), "shop"), queue)  # type: ignore[arg-type]
+    task = asyncio.create_task(reader.run(after))
+    got = [await asyncio.wait_for(queue.get(), 5) for _ in range(items)]
+    await async_wait_until(lambda: len(api.watched) >= watches, timeout=5, message=f"{watches} watches")
+    task.cancel()
+    return got, reader
+
+
+async def test_a_watch_broken_midway_goes_on_from_the_last_revision_queued() -> None:
+    broken = ExportError("the watch of ... ended: ServerDisconnectedError")
+    api = FakeWatchApiForUnitTests([([change("ADDED", "a", 11), change("ADDED", "b", 12)], broken)], [])
+    got, reader = await read(api, 10, 2, watches=2)
+    assert [(i.revision, i.change) for i in got if isinstance(i, Item)] == [(11, "ADDED"), (12, "ADDED")]
+    assert "resourceVersion=10&" in api.watched[0] and "resourceVersion=12&" in api.watched[1]
+    assert reader.cursor == 12
+
+
+async def test_gone_at_the_start_relists_in_revision_order_then_reports_the_gap() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    later = {
+        "metadata": {"resourceVersion": "30"},
+        "items": [stored("b", rv=25), stored("a", rv=21), stored("old", rv=5)],
+    }
+    api = FakeWatchApiForUnitTests([([gone], None)], [later])
+    got, reader = await read(api, 10, 3, watches=2)
+    assert [i.revision for i in got if isinstance(i, Item)] == [21, 25]  # not the one before 10
+    assert got[2] == Gap(after=10, listed_at=30)
+    assert reader.cursor == 30
+
+
+async def test_gone_midway_watches_again_from_the_cursor_without_a_relist() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    api = FakeWatchApiForUnitTests(
+        [([change("ADDED", "a", 11), gone], None), ([change("MODIFIED", "a", 14)], None)], []
+    )
+    got, _ = await read(api, 10, 2, watches=2)
+    assert [(i.revision, i.change) for i in got if isinstance(i, Item)] == [(11, "ADDED"), (14, "MODIFIED")]
+    assert "resourceVersion=11&" in api.watched[1]
+
+
+async def test_a_refusal_ends_the_reading() -> None:
+    forbidden = ApiError(403, {"message": "events is forbidden", "reason": "Forbidden"})
+    api = FakeWatchApiForUnitTests([([], forbidden)], [])
+    queue: asyncio.Queue[Item | Gap] = asyncio.Queue()
+    reader = Reader(api, Selection(spec(), "shop"), queue)  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        await asyncio.wait_for(reader.run(10), 5)
+    assert transient(ApiError(503, {})) and transient(ApiError(410, {})) and not transient(forbidden)

@@ -26,8 +26,7 @@ async def compact_every(storage: _Compactable, interval: float, hold: HistoryHol
     seen = done = 0
     while True:
         try:
-            target = hold.compaction_target(seen)
-            if target > done:
+            if target := hold.next_compaction(seen, done):
                 await storage.compact(target)
                 done = target
             seen = await storage.current_revision()

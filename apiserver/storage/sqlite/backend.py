@@ -273,8 +273,7 @@ class SQLiteStorage:
         while True:
             await asyncio.sleep(self.compaction_interval)
             try:
-                target = self.hold.compaction_target(seen)
-                if target > done:
+                if target := self.hold.next_compaction(seen, done):
                     await self.compact(target)
                     done = target
                 seen = await self.current_revision()
