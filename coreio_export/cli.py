@@ -15,8 +15,9 @@ from typing import NoReturn
 import aiohttp
 
 from coreio_export.connection import Api, ExportError, settings, ssl_context
-from coreio_export.exporter import Exporter, ExportGone, Target
+from coreio_export.exporter import Exporter
 from coreio_export.metrics import ExportMetrics, serve
+from coreio_export.target import ExportGone, Target
 
 PROG = "coreio-export"
 

@@ -2,8 +2,8 @@
 sent in batches, and its position advanced (in its status) only after the sink acknowledged a
 batch, before the next one is sent. So a kill sends again at most the one batch in flight.
 
-A change of the spec (its generation) is seen at the next status write: the exporter starts
-again with the new spec, from the position it reached.
+A change of the spec (its generation) is seen by a watch of the export itself (specwatch.py): the
+exporter starts again with the new spec, from the position it reached.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import record
 from coreio_export.selection import Selection
 from coreio_export.sinks import RecordSink, SinkError, open_sink
+from coreio_export.specwatch import spec_changed
+from coreio_export.target import ExportGone, Target
 
-EXPORTS = "/apis/events.core.io/v1alpha1"
 NOT_FOUND = 404
 # A position moved on by bookmarks and unselected Events alone is written at most this often; one
 # that sent records is written at once (the next batch waits for it).
@@ -36,29 +37,12 @@ CAUGHT_UP = "the export reads the history as it is written"
 log = logging.getLogger("coreio_export")
 
 
-class ExportGone(ExportError):
-    """The EventExport was deleted: the exporter has nothing left to do."""
-
-
 class SpecChanged(Exception):
     """The spec moved to a new generation: start again with it."""
 
 
 class Stopping(Exception):
     """Stopped (SIGTERM) while waiting to try again: what failed is left for the next start."""
-
-
-@dataclass(frozen=True)
-class Target:
-    namespace: str
-    name: str
-
-    @property
-    def path(self) -> str:
-        return f"{EXPORTS}/namespaces/{self.namespace}/eventexports/{self.name}"
-
-    def gone(self, how: str) -> ExportGone:
-        return ExportGone(f"the EventExport {self.namespace}/{self.name} {how}")
 
 
 @dataclass
@@ -75,6 +59,7 @@ class Exporter:
         self.stop = stop
         self.metrics = metrics
         self.reported = 0.0  # when the status was last written
+        self.started = False  # the export was read once: not finding it now means it was deleted
 
     async def run(self) -> None:
         """Exports until stopped. ExportGone when the EventExport is deleted; an ExportError that
@@ -96,7 +81,7 @@ class Exporter:
                 failures += 1
 
     async def _run_generation(self) -> None:
-        spec, progress = await self._read_export()
+        spec, progress, version = await self._read_export()
         self.metrics.sink("webhook" if spec.sink.webhook is not None else "jsonLines")
         queue: asyncio.Queue[Item | Gap] = asyncio.Queue(maxsize=spec.batch.maxEvents)
         reader = Reader(self.api, Selection(spec, self.target.namespace), queue)
@@ -105,23 +90,34 @@ class Exporter:
             progress.position = progress.newest = await reader.current_revision()
             progress.condition("Lagging", False, "CaughtUp", CAUGHT_UP)
             await self._report(progress)
+        elif progress.observed != progress.generation:
+            await self._report(progress)  # the new spec acknowledged (observedGeneration)
         sink = await self._sink(spec, progress)
-        reading = asyncio.create_task(reader.run(progress.position))
+        background = [
+            asyncio.create_task(reader.run(progress.position)),
+            asyncio.create_task(spec_changed(self.api, self.target, progress.generation, version)),
+        ]
         try:
-            await self._deliver(spec, sink, queue, progress, reading)
+            await self._deliver(spec, sink, queue, progress, background)
         finally:
-            reading.cancel()
+            for task in background:
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError, ExportError):
-                await reading
+                await asyncio.gather(*background)
             await sink.close()
 
-    async def _read_export(self) -> tuple[EventExportSpec, Progress]:
+    async def _read_export(self) -> tuple[EventExportSpec, Progress, str]:
+        """The spec, the status as the exporter keeps it, and the export's resourceVersion."""
         try:
             export = await self.api.get(self.target.path)
         except ApiError as exc:
-            if exc.status == NOT_FOUND:
-                raise self.target.gone("is not found") from None
-            raise
+            if exc.status != NOT_FOUND:
+                raise
+            if self.started:
+                raise self.target.gone("was deleted") from None
+            where = f"{self.target.namespace}/{self.target.name}"
+            raise ApiError(NOT_FOUND, {"message": f"the EventExport {where} is not found"}) from None
+        self.started = True
         try:
             spec = EventExportSpec.model_validate(export["spec"])
             progress = Progress.from_status(
@@ -129,7 +125,7 @@ class Exporter:
             )
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
             raise ExportError(f"the EventExport as the server sent it cannot be read: {exc}") from None
-        return spec, progress
+        return spec, progress, str(export["metadata"].get("resourceVersion") or "")
 
     async def _sink(self, spec: EventExportSpec, progress: Progress) -> RecordSink:
         failures = 0
@@ -149,11 +145,11 @@ class Exporter:
         sink: RecordSink,
         queue: asyncio.Queue[Item | Gap],
         progress: Progress,
-        reading: asyncio.Task[None],
+        background: list[asyncio.Task[None]],
     ) -> None:
         wait = parse_go_duration(spec.batch.maxWait)
         while not self.stop.is_set():
-            batch, gap = await self._gather(queue, spec.batch.maxEvents, wait, progress, reading)
+            batch, gap = await self._gather(queue, spec.batch.maxEvents, wait, progress, background)
             if batch.records:
                 await self._send(sink, batch, progress)
             if gap is not None:
@@ -185,14 +181,14 @@ class Exporter:
         size: int,
         wait: float,
         progress: Progress,
-        reading: asyncio.Task[None],
+        background: list[asyncio.Task[None]],
     ) -> tuple[Batch, Gap | None]:
         """Items until a batch is full, `wait` has passed since the first one, a gap, or a stop."""
         batch = Batch([], 0, 0.0)
         deadline: float | None = None
         while len(batch.records) < size and not self.stop.is_set():
             within = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            item = await self._next(queue, within, reading)
+            item = await self._next(queue, within, background)
             if item is None:
                 break
             if isinstance(item, Gap):
@@ -206,24 +202,29 @@ class Exporter:
         return batch, None
 
     async def _next(
-        self, queue: asyncio.Queue[Item | Gap], within: float | None, reading: asyncio.Task[None]
+        self, queue: asyncio.Queue[Item | Gap], within: float | None, background: list[asyncio.Task[None]]
     ) -> Item | Gap | None:
-        """The next item; None when `within` seconds passed or the exporter is stopping. The reader's
-        failure is raised here."""
+        """The next item; None when `within` seconds passed or the exporter is stopping. What ends
+        a background task is raised here: the reader's failure, the export's deletion, or
+        SpecChanged when the spec watch saw a new generation."""
         if not queue.empty():
             return queue.get_nowait()
         getting = asyncio.ensure_future(queue.get())
         stopping = asyncio.ensure_future(self.stop.wait())
         done, _ = await asyncio.wait(
-            {getting, stopping, reading}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+            {getting, stopping, *background}, timeout=within, return_when=asyncio.FIRST_COMPLETED
         )
         stopping.cancel()
         if getting in done:
             return getting.result()
         getting.cancel()
+        reading, watching = background
         if reading in done:
             reading.result()
             raise ExportError("the watch ended")
+        if watching in done:
+            watching.result()
+            raise SpecChanged
         return None
 
     async def _send(self, sink: RecordSink, batch: Batch, progress: Progress) -> None:

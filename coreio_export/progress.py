@@ -27,6 +27,7 @@ class Progress:
     """The status as the exporter keeps it; `body()` is what it writes."""
 
     generation: int
+    observed: int = 0  # the generation the status last said it acted on
     position: int = 0
     newest: int = 0  # the newest revision the watch has shown
     lag_seconds: float = 0.0
@@ -43,6 +44,7 @@ class Progress:
         counts = status.get("counts") or {}
         progress = cls(
             generation=generation,
+            observed=int(status.get("observedGeneration") or 0),
             position=int(status.get("position") or 0),
             sent=counts.get("sent", 0),
             failed=counts.get("failed", 0),
