@@ -118,8 +118,9 @@ class ExportHolds:
                 exports.append(obj)
         return exports
 
-    def _held_position(self, export: JSON, now: float) -> int:
-        """The export's position, or 0 when it holds nothing (no position yet, or past its maxLag)."""
+    def _held_position(self, export: JSON, now: float, current: int = 0) -> int:
+        """The export's position, or 0 when it holds nothing (no position yet, or past its maxLag
+        or its maxLagRevisions, `current` being the store's revision)."""
         meta = export.get("metadata") or {}
         try:
             position = int((export.get("status") or {}).get("position") or 0)
@@ -127,23 +128,32 @@ class ExportHolds:
             position = 0
         if not position or meta.get("deletionTimestamp"):
             return 0
-        try:
-            max_lag = parse_go_duration((export.get("spec") or {}).get("maxLag") or DEFAULT_MAX_LAG)
-        except ValueError:
-            max_lag = parse_go_duration(DEFAULT_MAX_LAG)
-        age = position_age(export, self.clock, now)
-        if age <= max_lag:
+        behind = self._past_bound(export, position, now, current)
+        if behind is None:
             return position
         released = (str(meta.get("uid", "")), position)
         if released not in self._released:
             self._released.add(released)
             log.warning(
-                "EventExport %s/%s is %.0fs behind, past its maxLag of %s: the history after its "
-                "position %d is no longer kept",
+                "EventExport %s/%s is %s: the history after its position %d is no longer kept",
                 meta.get("namespace"),
                 meta.get("name"),
-                age,
-                export["spec"].get("maxLag"),
+                behind,
                 position,
             )
         return 0
+
+    def _past_bound(self, export: JSON, position: int, now: float, current: int) -> str | None:
+        """How far behind the export is, when that is past one of its bounds."""
+        spec = export.get("spec") or {}
+        try:
+            max_lag = parse_go_duration(spec.get("maxLag") or DEFAULT_MAX_LAG)
+        except ValueError:
+            max_lag = parse_go_duration(DEFAULT_MAX_LAG)
+        age = position_age(export, self.clock, now)
+        if age > max_lag:
+            return f"{age:.0f}s behind, past its maxLag of {spec.get('maxLag') or DEFAULT_MAX_LAG}"
+        revisions = spec.get("maxLagRevisions") or 0
+        if isinstance(revisions, int) and revisions and current - position > revisions:
+            return f"{current - position} revisions behind, past its maxLagRevisions of {revisions}"
+        return None

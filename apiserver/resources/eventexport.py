@@ -66,6 +66,7 @@ SERIES_MODES = ["Changes", "Every"]
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_WAIT_SECONDS = 60.0
 MIN_MAX_LAG_SECONDS = 60.0
+MIN_MAX_LAG_REVISIONS = 1000
 DEFAULT_BATCH_EVENTS = 100
 DEFAULT_BATCH_WAIT = "1s"
 DEFAULT_MAX_LAG = "1h"
@@ -181,6 +182,12 @@ class EventExportSpec(BaseModel):
         default=DEFAULT_MAX_LAG,
         description="How far behind the history the export may fall (a duration, at least 1m) before it "
         "is marked Lagging, the history it held is released and it lists anew (the gap is reported).",
+    )
+    maxLagRevisions: Annotated[int, Go(omitempty=True, format=INT64)] = Field(
+        default=0,
+        description="How many revisions behind the newest the export may fall before its history is "
+        f"released, whatever maxLag says (at least {MIN_MAX_LAG_REVISIONS}; 0: no such bound). It "
+        "bounds what the storage keeps for an export whose exporter is down.",
     )
 
 
@@ -438,6 +445,11 @@ def validate_spec(spec: JSON) -> list[FieldError]:
     if _s(spec, "series") not in SERIES_MODES:
         errs.append(not_supported("spec.series", _s(spec, "series"), SERIES_MODES))
     errs += _duration("spec.maxLag", _s(spec, "maxLag"), MIN_MAX_LAG_SECONDS, None)
+    revisions = spec.get("maxLagRevisions", 0)
+    if isinstance(revisions, int) and revisions and revisions < MIN_MAX_LAG_REVISIONS:
+        errs.append(
+            invalid("spec.maxLagRevisions", revisions, f"must be 0 or at least {MIN_MAX_LAG_REVISIONS}")
+        )
     return errs
 
 

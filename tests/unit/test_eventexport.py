@@ -88,6 +88,7 @@ def test_defaults_are_set_on_decode() -> None:
         ({"batch": {"maxWait": "soon"}}, ("spec.batch.maxWait", "FieldValueInvalid", "a duration")),
         ({"series": "Some"}, ("spec.series", "FieldValueNotSupported", 'supported values: "Changes"')),
         ({"maxLag": "30s"}, ("spec.maxLag", "FieldValueInvalid", "at least 60s")),
+        ({"maxLagRevisions": 10}, ("spec.maxLagRevisions", "FieldValueInvalid", "0 or at least 1000")),
         ({"sink": {}}, ("spec.sink", "FieldValueRequired", "a sink must be given")),
         (
             {"sink": {"webhook": {"url": "https://h.example"}, "jsonLines": {"path": "-"}}},

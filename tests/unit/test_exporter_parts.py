@@ -128,6 +128,10 @@ def test_an_export_past_its_max_lag_is_released_once(caplog: pytest.LogCaptureFi
         "is no longer kept"
     ]
     assert holds._held_position({"metadata": {}, "spec": {}, "status": {}}, 1100.0) == 0
+    bounded = {"metadata": {"uid": "v"}, "spec": {"maxLagRevisions": 1000}, "status": {"position": "15"}}
+    assert holds._held_position(bounded, 1001.0, current=1015) == 15
+    assert holds._held_position(bounded, 1001.0, current=1016) == 0
+    assert "1001 revisions behind, past its maxLagRevisions of 1000" in caplog.records[-1].getMessage()
     assert holds._held_position({"metadata": {}, "spec": {}, "status": {"position": "x"}}, 1100.0) == 0
 
 
