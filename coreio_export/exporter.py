@@ -102,8 +102,11 @@ class Exporter:
         finally:
             for task in background:
                 task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ExportError):
-                await asyncio.gather(*background)
+            await asyncio.wait(background)
+            for task in background:  # what ended one was raised in _next already, or is moot now
+                error = None if task.cancelled() else task.exception()
+                if error is not None and not isinstance(error, ExportError | SpecChanged):
+                    log.error("a background task of the exporter failed", exc_info=error)
             await sink.close()
 
     async def _read_export(self) -> tuple[EventExportSpec, Progress, str]:

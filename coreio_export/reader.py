@@ -68,13 +68,14 @@ class Reader:
         """Reads from revision `after` (exclusive) on, for ever; a server or network failure is
         retried after a growing pause, any other ApiError ends the reading."""
         self.cursor = after
-        failures = 0
+        failures, gone = 0, False
         while True:
             began = time.monotonic()
             try:
-                shown = await self._watch()
+                shown = await (self._relisted() if gone else self._watch())
+                gone = False
             except HistoryGone:
-                shown = await self._relisted()
+                shown = gone = True  # the next turn lists
             except ExportError as exc:
                 if not transient(exc):
                     raise

@@ -7,56 +7,62 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
 from coreio_export.target import ExportGone, Target
 
-NOT_FOUND = 404
 GONE = 410
 WATCH_SECONDS = 300
+QUICK_END = 1.0  # a watch that ended sooner than this is tried again after a pause
 log = logging.getLogger("coreio_export")
+
+
+class _Changed(Exception):
+    """The generation moved on."""
 
 
 async def spec_changed(api: Api, target: Target, generation: int, resource_version: str) -> None:
     """Returns once the export's generation is no longer `generation` (its status moving on changes
-    nothing); ExportGone when it is deleted. Failures of the server are tried again."""
+    nothing); ExportGone when it is deleted. A watch that falls behind (410) goes on from a list;
+    failures of the server are tried again after a growing pause."""
     version, failures = resource_version, 0
     with contextlib.suppress(_Changed):
         while True:
+            began = time.monotonic()
             try:
+                version = version or await _listed(api, target, generation)
                 version = await _watch(api, target, generation, version)
-                failures = 0
+                if time.monotonic() - began >= QUICK_END:
+                    failures = 0
+                    continue
             except ApiError as exc:
                 if exc.status == GONE:
-                    version = await _reread(api, target, generation)
-                    continue
-                if not transient(exc):
+                    version = ""  # the next turn lists anew
+                elif not transient(exc):
                     raise
-                await _pause(exc, failures)
-                failures += 1
             except ExportError as exc:
                 if isinstance(exc, ExportGone) or not transient(exc):
                     raise
-                await _pause(exc, failures)
-                failures += 1
+                log.warning("%s; watching the EventExport again", exc)
+            await asyncio.sleep(BACKOFF[min(failures, len(BACKOFF) - 1)])
+            failures += 1
 
 
-async def _pause(error: ExportError, failures: int) -> None:
-    log.warning("%s; watching the EventExport again", error)
-    await asyncio.sleep(BACKOFF[min(failures, len(BACKOFF) - 1)])
+def _selected(target: Target) -> str:
+    return f"{target.collection}?fieldSelector=metadata.name%3D{target.name}"
 
 
 async def _watch(api: Api, target: Target, generation: int, version: str) -> str:
     """One watch from `version`; the version it reached (`_Changed` when the generation moved)."""
-    path = (
-        f"{target.collection}?watch=1&fieldSelector=metadata.name%3D{target.name}"
-        f"&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds={WATCH_SECONDS}"
-    )
-    async with contextlib.aclosing(api.watch(path)) as changes:
+    path = f"{_selected(target)}&watch=1&allowWatchBookmarks=true&resourceVersion={version}"
+    async with contextlib.aclosing(api.watch(f"{path}&timeoutSeconds={WATCH_SECONDS}")) as changes:
         async for change in changes:
-            kind, obj = change.get("type", ""), change.get("object") or {}
+            kind, obj = change.get("type", ""), change.get("object")
+            obj = obj if isinstance(obj, dict) else {}
             if kind == "ERROR":
-                raise ApiError(int(obj.get("code") or 500), obj)
+                code = obj.get("code")
+                raise ApiError(code if isinstance(code, int) else 500, obj)
             if kind == "DELETED":
                 raise target.gone("was deleted")
             meta = obj.get("metadata") or {}
@@ -66,19 +72,12 @@ async def _watch(api: Api, target: Target, generation: int, version: str) -> str
     return version
 
 
-async def _reread(api: Api, target: Target, generation: int) -> str:
-    """The export read again (its watch fell behind): its resourceVersion, or `_Changed`."""
-    try:
-        export = await api.get(target.path)
-    except ApiError as exc:
-        if exc.status == NOT_FOUND:
-            raise target.gone("was deleted") from None
-        raise
-    meta = export.get("metadata") or {}
-    if meta.get("generation", generation) != generation:
+async def _listed(api: Api, target: Target, generation: int) -> str:
+    """The export listed (by its name): the list's resourceVersion, `_Changed`, or ExportGone."""
+    listed = await api.get(_selected(target))
+    items = [item for item in listed.get("items") or [] if isinstance(item, dict)]
+    if not items:
+        raise target.gone("was deleted")
+    if (items[0].get("metadata") or {}).get("generation", generation) != generation:
         raise _Changed
-    return str(meta.get("resourceVersion") or "")
-
-
-class _Changed(Exception):
-    """The generation moved on."""
+    return str((listed.get("metadata") or {}).get("resourceVersion") or "")

@@ -539,12 +539,12 @@ class FieldManager:
             managed = decode_managed_fields(_metadata(live).get("managedFields"))
         except ManagedFieldsError as exc:
             raise errors.internal_error(f"failed to decode managed fields: {exc}") from None
-        gvk = _group_version_kind(config.get("apiVersion"), config.get("kind"))
-        if gvk != self.gvk:
-            raise errors.bad_request(f"invalid object type: {gvk}")
+        self.check_configuration(config)
         try:
             identifier = manager_identifier(manager or UNKNOWN_MANAGER, APPLY, self.api_version, subresource)
-            obj, managed = self._apply_upgrading_last_applied(live, config, managed, identifier, force)
+            obj, managed = self._apply_upgrading_last_applied(
+                live, config, managed, identifier, manager, force
+            )
         except ApplyConflicts as conflicts:
             raise conflicts.status_error() from None
         annotations = _metadata(obj).get("annotations")
@@ -557,13 +557,29 @@ class FieldManager:
             annotations[LAST_APPLIED_ANNOTATION] = _last_applied(config)
         return _with_managed_fields(obj, managed)
 
+    def check_configuration(self, config: JSON) -> None:
+        """StatusError 400 unless `config` is an apply configuration of this kind: its apiVersion
+        and kind, no managedFields, every field of the schema (upstream's typed patch object)."""
+        gvk = _group_version_kind(config.get("apiVersion"), config.get("kind"))
+        if gvk != self.gvk:
+            raise errors.bad_request(f"invalid object type: {gvk}")
+        if isinstance(_metadata(config).get("managedFields"), list):
+            raise errors.bad_request("metadata.managedFields must be nil")
+        problems = validate(self.root, config)
+        if problems:
+            meta = _metadata(config)
+            where = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; {self.gvk}"
+            raise errors.bad_request(
+                f"failed to create typed patch object ({where}): {validation_message(problems)}"
+            )
+
     def _apply_upgrading_last_applied(
-        self, live: JSON, config: JSON, managed: Managed, identifier: str, force: bool
+        self, live: JSON, config: JSON, managed: Managed, identifier: str, manager: str, force: bool
     ) -> tuple[JSON, Managed]:
         try:
             return self._apply_tracked(live, config, managed, identifier, force)
         except ApplyConflicts as conflicts:
-            if identifier != manager_identifier(KUBECTL_MANAGER, APPLY, self.api_version):
+            if manager != KUBECTL_MANAGER:  # the manager's name, whatever its subresource (upstream)
                 raise
             # Moving from client-side to server-side apply: fields kubectl applied before (as its
             # annotation records) and that still have those values are not conflicts.
@@ -604,15 +620,6 @@ class FieldManager:
             # manager named before-first-apply (nothing, for an object being created).
             managed = self._cap_update_managers(
                 self._track_update(self.empty_object(), live, managed, BEFORE_FIRST_APPLY)
-            )
-        if isinstance(_metadata(config).get("managedFields"), list):
-            raise errors.bad_request("metadata.managedFields must be nil")
-        problems = validate(self.root, config)
-        if problems:
-            meta = _metadata(config)
-            where = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}; {self.gvk}"
-            raise errors.bad_request(
-                f"failed to create typed patch object ({where}): {validation_message(problems)}"
             )
         merged, fields = self._structured_apply(live, config, managed.fields, identifier, force)
         self._strip(fields, identifier)

@@ -100,10 +100,10 @@ class ExportHolds:
             log.exception("reading the EventExports' positions failed")
 
     async def refresh(self, now: float) -> None:
-        self.clock.record(now, await self.storage.current_revision())
-        held = [
-            position for export in await self._exports() if (position := self._held_position(export, now))
-        ]
+        current = await self.storage.current_revision()
+        self.clock.record(now, current)
+        exports = await self._exports()
+        held = [position for export in exports if (position := self._held_position(export, now, current))]
         self.hold.revision = min(held, default=0)
 
     async def _exports(self) -> list[JSON]:
@@ -118,7 +118,7 @@ class ExportHolds:
                 exports.append(obj)
         return exports
 
-    def _held_position(self, export: JSON, now: float, current: int = 0) -> int:
+    def _held_position(self, export: JSON, now: float, current: int) -> int:
         """The export's position, or 0 when it holds nothing (no position yet, or past its maxLag
         or its maxLagRevisions, `current` being the store's revision)."""
         meta = export.get("metadata") or {}

@@ -258,6 +258,8 @@ class ResourceStore:
         warnings: list[str] = []
 
         if self.kind.status_subresource and isinstance(configuration, dict):
+            if opts.subresource:
+                self.field_manager.check_configuration(configuration)  # all of it, as upstream
             _keep_applicable(configuration, opts.subresource)
 
         def applied(current: JSON) -> JSON:

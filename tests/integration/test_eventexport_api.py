@@ -269,6 +269,9 @@ def test_server_side_apply_to_the_status_owns_the_status_alone(admin: Api, kubec
     )
     forced = admin.patch(f"{apply}&force=true", rival, content_type="application/apply-patch+yaml")
     assert forced.status == 200 and forced.json["status"]["position"] == "13"
+    malformed = admin.patch(apply, rival | {"spec": 5}, content_type="application/apply-patch+yaml")
+    assert malformed.status == 400, malformed.body  # checked whole, as upstream, though only status counts
+    assert "failed to create typed patch object" in malformed.json["message"]
     absent = f"{path}/absent/status?fieldManager=rival"
     missing = admin.patch(
         absent, rival | {"metadata": {"name": "absent"}}, content_type="application/apply-patch+yaml"

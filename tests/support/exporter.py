@@ -135,7 +135,9 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for file in [*rotated, path]:
         if file.exists():
-            records += [orjson.loads(line) for line in file.read_bytes().splitlines() if line]
+            # A line without its newline is one being written: not read yet.
+            complete = file.read_bytes().rpartition(b"\n")[0]
+            records += [orjson.loads(line) for line in complete.splitlines() if line]
     return records
 
 

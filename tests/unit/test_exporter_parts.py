@@ -8,11 +8,13 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import orjson
 import pytest
 
 from apiserver.registry.exportholds import ExportHolds, RevisionClock, position_age
 from apiserver.resources.eventexport import EventExportSpec
 from apiserver.storage.holds import HistoryHold
+from apiserver.storage.interface import KeyValue, ListResult
 from coreio_export.connection import ApiError, ExportError, transient
 from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
@@ -110,29 +112,58 @@ def test_a_position_is_dated_by_when_the_store_moved_past_it() -> None:
     assert position_age(before, clock, 200.0) == 100.0
 
 
-def test_an_export_past_its_max_lag_is_released_once(caplog: pytest.LogCaptureFixture) -> None:
-    holds = ExportHolds(storage=None, root="/registry/x/", hold=HistoryHold())  # type: ignore[arg-type]
-    for second, revision in ((0.0, 10), (1000.0, 20)):
-        holds.clock.record(second, revision)
-    export = {
-        "metadata": {"uid": "u", "namespace": "shop", "name": "w"},
-        "spec": {"maxLag": "1h"},
-        "status": {"position": "12"},
-    }
-    assert holds._held_position(export, 1100.0) == 12
-    export["spec"]["maxLag"] = "1m"
-    assert holds._held_position(export, 1100.0) == holds._held_position(export, 1101.0) == 0
-    released = [r.getMessage() for r in caplog.records if "past its maxLag" in r.getMessage()]
+class FakeStorageForUnitTests:
+    """A fake of the storage for these unit tests only: its current revision, and the exports it
+    lists."""
+
+    def __init__(self, revision: int, exports: list[dict[str, Any]]) -> None:
+        self.revision = revision
+        self.exports = exports
+
+    async def current_revision(self) -> int:
+        return self.revision
+
+    async def list(self, prefix: str, **_: Any) -> ListResult:
+        items = [KeyValue(f"{prefix}{i}", orjson.dumps(e), 1, 1) for i, e in enumerate(self.exports)]
+        return ListResult(items, self.revision, False, 0)
+
+
+def held_export(uid: str, position: int, **spec: Any) -> dict[str, Any]:
+    meta = {"uid": uid, "namespace": "shop", "name": uid}
+    return {"metadata": meta, "spec": spec, "status": {"position": str(position)}}
+
+
+async def test_the_hold_is_the_lowest_position_within_its_bounds_and_a_release_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    storage = FakeStorageForUnitTests(10, [])
+    hold = HistoryHold()
+    holds = ExportHolds(storage, "/registry/x/", hold)  # type: ignore[arg-type]
+    await holds.refresh(0.0)  # the store at revision 10 from second 0, past 12 from second 5
+    storage.revision = 13
+    await holds.refresh(5.0)
+    storage.revision = 20
+    storage.exports = [held_export("w", 12, maxLag="1h"), held_export("v", 15), held_export("new", 0)]
+    await holds.refresh(1100.0)
+    assert hold.revision == 12  # the lowest position held; an export with no position holds nothing
+    storage.exports[0]["spec"]["maxLag"] = "1m"  # 12 was passed at second 5: 1,095 s behind
+    await holds.refresh(1100.0)
+    await holds.refresh(1101.0)
+    assert hold.revision == 15
+    storage.revision = 1016  # 1,001 revisions past 15
+    storage.exports[1]["spec"]["maxLagRevisions"] = 1000
+    await holds.refresh(1102.0)
+    assert hold.revision == 0
+    released = [r.getMessage() for r in caplog.records if "no longer kept" in r.getMessage()]
     assert released == [
-        "EventExport shop/w is 100s behind, past its maxLag of 1m: the history after its position 12 "
-        "is no longer kept"
+        "EventExport shop/w is 1095s behind, past its maxLag of 1m: the history after its position 12 "
+        "is no longer kept",
+        "EventExport shop/v is 1001 revisions behind, past its maxLagRevisions of 1000: the history "
+        "after its position 15 is no longer kept",
     ]
-    assert holds._held_position({"metadata": {}, "spec": {}, "status": {}}, 1100.0) == 0
-    bounded = {"metadata": {"uid": "v"}, "spec": {"maxLagRevisions": 1000}, "status": {"position": "15"}}
-    assert holds._held_position(bounded, 1001.0, current=1015) == 15
-    assert holds._held_position(bounded, 1001.0, current=1016) == 0
-    assert "1001 revisions behind, past its maxLagRevisions of 1000" in caplog.records[-1].getMessage()
-    assert holds._held_position({"metadata": {}, "spec": {}, "status": {"position": "x"}}, 1100.0) == 0
+    storage.exports = [{"metadata": {}, "spec": {}, "status": {"position": "x"}}, held_export("u", 1015)]
+    await holds.refresh(1103.0)
+    assert hold.revision == 1015  # a malformed position holds nothing and stops nothing
 
 
 def test_a_hold_limits_compaction_and_covers_watches_from_after_it() -> None:
