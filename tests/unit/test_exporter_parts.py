@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
@@ -16,6 +17,7 @@ from apiserver.resources.eventexport import EventExportSpec
 from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import KeyValue, ListResult
 from coreio_export.connection import ApiError, ExportError, transient
+from coreio_export.metrics import ExportMetrics, serve
 from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import cloud_event, record
@@ -258,3 +260,21 @@ async def test_a_refusal_ends_the_reading() -> None:
     with pytest.raises(ApiError):
         await asyncio.wait_for(reader.run(10), 5)
     assert transient(ApiError(503, {})) and transient(ApiError(410, {})) and not transient(forbidden)
+
+
+async def test_metrics_are_served_and_a_taken_port_is_one_error() -> None:
+    metrics = ExportMetrics("shop", "w")
+    metrics.sink("jsonLines")
+    metrics.delivered(3, 1700000000.0)
+    runner = await serve(metrics, "127.0.0.1:0")
+    try:
+        port = runner.addresses[0][1]
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as got:
+            text = await got.text()
+        labels = 'export="w",export_namespace="shop",sink="jsonLines"'
+        assert f"coreio_export_records_sent_total{{{labels}}} 3.0" in text
+        assert f"coreio_export_gaps_total{{{labels}}} 0.0" in text  # every series from the start
+        with pytest.raises(ExportError, match=f"cannot serve metrics on 127.0.0.1:{port}: "):
+            await serve(metrics, f"127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()

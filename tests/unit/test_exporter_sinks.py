@@ -1,0 +1,115 @@
+"""The exporter's sinks on their own, with real files and real TLS on loopback: a JSON-lines file
+rotated by size, keeping `maxFiles` older ones; a webhook over https trusted through its caBundle
+(and refused without it), sending the headers of its Secret; a Secret or caBundle that cannot be
+used is one clear SinkError."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from apiserver import pki
+from apiserver.resources.eventexport import JSONLinesSink, WebhookSink
+from coreio_export.sinks import JSONLines, SinkError, Webhook, secret_headers
+from tests.support.exporter import read_lines
+
+NOTE = "x" * 1000
+
+
+def records(first: int, count: int) -> list[dict[str, Any]]:
+    return [
+        {"dedupKey": f"u/{i}", "type": "ADDED", "resourceVersion": str(i), "note": NOTE}
+        for i in range(first, first + count)
+    ]
+
+
+def sizes(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in directory.iterdir()}
+
+
+async def test_a_file_is_rotated_by_size_keeping_max_files_older_ones(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JSONLines(JSONLinesSink(path=str(path), maxSizeMiB=1, maxFiles=2))
+    for batch in range(10):  # about 300 KiB each: 3 a file
+        await sink.send(records(batch * 280, 280))
+    files = sizes(tmp_path)
+    assert sorted(files) == ["events.jsonl", "events.jsonl.1", "events.jsonl.2"]
+    assert all(size <= 1 << 20 for size in files.values())
+    kept = [int(r["resourceVersion"]) for r in read_lines(path)]
+    assert kept == list(range(kept[0], 2800))  # the newest, in order, whole batches
+    assert kept[0] % 280 == 0 and kept[0] > 0  # the oldest file went
+
+
+@pytest.fixture
+async def https_receiver(tmp_path: Path) -> AsyncIterator[tuple[str, pki.KeyPair, list[Any]]]:
+    """An https receiver on 127.0.0.1 with a certificate of a CA of its own: its URL, the CA and
+    what it received (headers and body of each request)."""
+    ca = pki.create_ca("receiver-ca")
+    serving = pki.issue_serving_certificate(ca, ["127.0.0.1"])
+    serving.save(tmp_path / "tls.crt", tmp_path / "tls.key")
+    got: list[Any] = []
+
+    async def take(request: web.Request) -> web.Response:
+        got.append((dict(request.headers), await request.read()))
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/events", take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    context = pki.ServingCertificate(tmp_path / "tls.crt", tmp_path / "tls.key").context
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    try:
+        yield f"https://127.0.0.1:{runner.addresses[0][1]}/events", ca, got
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_webhook_over_https_is_trusted_through_its_ca_bundle(
+    https_receiver: tuple[str, pki.KeyPair, list[Any]],
+) -> None:
+    url, ca, got = https_receiver
+    trusted = Webhook(
+        WebhookSink(url=url, caBundle=ca.cert_pem.decode()), {"Authorization": "Bearer t"}, False
+    )
+    try:
+        await trusted.send(records(0, 3))
+    finally:
+        await trusted.close()
+    ((headers, body),) = got
+    assert headers["Authorization"] == "Bearer t" and headers["Content-Type"] == "application/json"
+    assert [r["dedupKey"] for r in orjson.loads(body)] == ["u/0", "u/1", "u/2"]
+    untrusted = Webhook(WebhookSink(url=url), {}, False)  # the system's roots know no such CA
+    try:
+        with pytest.raises(SinkError, match="certificate verify failed"):
+            await untrusted.send(records(3, 1))
+    finally:
+        await untrusted.close()
+    with pytest.raises(SinkError, match="caBundle holds no usable certificate"):
+        Webhook(WebhookSink(url=url, caBundle="not a certificate"), {}, False)
+
+
+class FakeSecretApiForUnitTests:
+    """A fake of the exporter's Api for these unit tests only: any GET answers `secret`."""
+
+    def __init__(self, secret: dict[str, Any]) -> None:
+        self.secret = secret
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return self.secret
+
+
+async def test_headers_come_from_the_secret_and_a_bad_secret_is_one_error() -> None:
+    token = base64.b64encode(b"Bearer abc\n").decode()
+    api = FakeSecretApiForUnitTests({"data": {"Authorization": token}})
+    assert await secret_headers(api, "shop", "hook") == {"Authorization": "Bearer abc"}  # type: ignore[arg-type]
+    bad = FakeSecretApiForUnitTests({"data": {"Authorization": "%%%"}})
+    with pytest.raises(SinkError, match="Secret shop/hook of headersFrom cannot be read as headers"):
+        await secret_headers(bad, "shop", "hook")  # type: ignore[arg-type]
