@@ -22,6 +22,10 @@ TIMEOUT = aiohttp.ClientTimeout(total=60.0)
 WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=360.0)
 # The pauses between tries of what failed (a sink, the status, a watch), growing.
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
+NOT_FOUND = 404
+GONE = 410
+WATCH_SECONDS = 300  # each watch ends after this, and the next one starts where it stopped
+QUICK_END = 1.0  # a watch that ended sooner than this having shown nothing is tried again after a pause
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "coreio-export"
 IN_CLUSTER_HOST = "KUBERNETES_SERVICE_HOST"

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import EventExportSpec
-from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
+from coreio_export.connection import BACKOFF, NOT_FOUND, Api, ApiError, ExportError, transient
 from coreio_export.metrics import ExportMetrics
 from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
@@ -29,7 +29,6 @@ from coreio_export.sinks import RecordSink, SinkError, open_sink
 from coreio_export.specwatch import spec_changed
 from coreio_export.target import ExportGone, Target
 
-NOT_FOUND = 404
 # A position moved on by bookmarks and unselected Events alone is written at most this often; one
 # that sent records is written at once (the next batch waits for it).
 QUIET_REPORT_SECONDS = 10.0

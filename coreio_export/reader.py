@@ -17,14 +17,20 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from apiserver.machinery.types import JSON
-from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
+from coreio_export.connection import (
+    BACKOFF,
+    GONE,
+    QUICK_END,
+    WATCH_SECONDS,
+    Api,
+    ApiError,
+    ExportError,
+    transient,
+)
 from coreio_export.selection import Selection
 
 EVENTS = "/apis/events.core.io/v1"
-WATCH_SECONDS = 300  # each watch ends after this, and the next one starts where it stopped
 LIST_PAGE = 500
-GONE = 410
-QUICK_END = 1.0  # a watch that ended sooner than this having shown nothing is retried after a pause
 log = logging.getLogger("coreio_export")
 
 

@@ -9,12 +9,18 @@ import contextlib
 import logging
 import time
 
-from coreio_export.connection import BACKOFF, Api, ApiError, ExportError, transient
+from coreio_export.connection import (
+    BACKOFF,
+    GONE,
+    QUICK_END,
+    WATCH_SECONDS,
+    Api,
+    ApiError,
+    ExportError,
+    transient,
+)
 from coreio_export.target import ExportGone, Target
 
-GONE = 410
-WATCH_SECONDS = 300
-QUICK_END = 1.0  # a watch that ended sooner than this is tried again after a pause
 log = logging.getLogger("coreio_export")
 
 

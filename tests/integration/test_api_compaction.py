@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.api import Api, rb_path, rolebinding
-from tests.support.etcd import EtcdProcess
-from tests.support.server import BACKENDS, ServerProcess, start_server
+from tests.support.server import BACKENDS, ServerProcess, own_storage_server
 from tests.support.waiting import wait_until
 
 
@@ -22,18 +21,9 @@ def compacting_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """A server compacting every second; on etcd with an etcd of its own, since compaction is global."""
-    args = ["--compaction-interval", "1"]
-    etcd: EtcdProcess | None = None
-    if request.param == "etcd":
-        etcd = EtcdProcess()
-        args += ["--etcd-servers", etcd.start()]
-    process = start_server(Path(tmp_path_factory.mktemp(f"coreio-compact-{request.param}")), args)
-    try:
+    data_dir = Path(tmp_path_factory.mktemp(f"coreio-compact-{request.param}"))
+    with own_storage_server(request.param, data_dir, ["--compaction-interval", "1"]) as process:
         yield process
-    finally:
-        process.stop()
-        if etcd is not None:
-            etcd.stop()
 
 
 @pytest.fixture(scope="module")

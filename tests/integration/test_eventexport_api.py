@@ -16,7 +16,7 @@ import pytest
 from tests.support.api import Api, rolebinding
 from tests.support.kubectl import Kubectl, as_user
 from tests.support.metrics import wait_for_bindings
-from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port
+from tests.support.server import BACKENDS, ServerProcess, free_port, module_server
 
 pytestmark = pytest.mark.tools
 
@@ -42,16 +42,7 @@ def export(name: str, **spec: Any) -> dict[str, Any]:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    process = ServerProcess(
-        tmp_path_factory.mktemp(f"exports-{request.param}"),
-        free_port(),
-        [*backend_args(request, request.param), f"--runtime-config={GROUP_VERSION}=true"],
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from module_server(request, tmp_path_factory, "exports", [f"--runtime-config={GROUP_VERSION}=true"])
 
 
 @pytest.fixture(scope="module")

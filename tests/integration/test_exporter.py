@@ -26,7 +26,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import Api, event
-from tests.support.etcd import EtcdProcess
 from tests.support.exporter import (
     EXPORTS,
     GROUP_VERSION,
@@ -38,7 +37,7 @@ from tests.support.exporter import (
     rss_mib,
     write_events,
 )
-from tests.support.server import BACKENDS, ServerProcess, free_port, start_server
+from tests.support.server import BACKENDS, ServerProcess, free_port, own_storage_server
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
@@ -61,17 +60,10 @@ def server(
         "--watch-bookmark-interval=5",  # an export of one quiet namespace moves on by bookmarks
         "--default-watch-cache-size=1000",
     ]
-    etcd: EtcdProcess | None = None
-    if request.param == "etcd":
-        etcd = EtcdProcess()
-        args += ["--etcd-servers", etcd.start()]
-    process = start_server(Path(tmp_path_factory.mktemp(f"exporter-{request.param}")), args)
-    try:
+    with own_storage_server(
+        request.param, tmp_path_factory.mktemp(f"exporter-{request.param}"), args
+    ) as process:
         yield process
-    finally:
-        process.stop()
-        if etcd is not None:
-            etcd.stop()
 
 
 def namespace() -> str:

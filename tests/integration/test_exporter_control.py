@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.api import Api, event
 from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, read_lines, write_events
-from tests.support.server import BACKENDS, ServerProcess, backend_args, free_port
+from tests.support.server import BACKENDS, ServerProcess, free_port, module_server
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
@@ -29,16 +29,9 @@ EVENTS = "/apis/events.core.io/v1"
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    process = ServerProcess(
-        tmp_path_factory.mktemp(f"exporter-control-{request.param}"),
-        free_port(),
-        [*backend_args(request, request.param), f"--runtime-config={GROUP_VERSION}=true"],
+    yield from module_server(
+        request, tmp_path_factory, "exporter-control", [f"--runtime-config={GROUP_VERSION}=true"]
     )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

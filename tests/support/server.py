@@ -16,12 +16,14 @@ import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.etcd import EtcdProcess
 from tests.support.waiting import wait_until
 
 
@@ -159,6 +161,37 @@ def server(
         yield process
     finally:
         process.stop()
+
+
+def module_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str, args: list[str]
+) -> Iterator[ServerProcess]:
+    """For a module fixture parametrized by BACKENDS: a server on the parameter's storage (the
+    shared test etcd under a prefix of its own) with `args`, stopped after the module."""
+    process = start_server(
+        tmp_path_factory.mktemp(f"{name}-{request.param}"), [*backend_args(request, request.param), *args]
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@contextmanager
+def own_storage_server(backend: str, data_dir: Path, args: list[str]) -> Iterator[ServerProcess]:
+    """A server with a storage of its own: SQLite, or an etcd started for it alone (a compaction is
+    the whole etcd's, so a test that compacts must not share one)."""
+    etcd = EtcdProcess() if backend == "etcd" else None
+    flags = [*args, "--etcd-servers", etcd.start()] if etcd is not None else args
+    try:
+        process = start_server(data_dir, flags)
+        try:
+            yield process
+        finally:
+            process.stop()
+    finally:
+        if etcd is not None:
+            etcd.stop()
 
 
 def children(pid: int) -> list[int]:
