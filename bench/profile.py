@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from bench import client, wrk
-from bench.events import body_template
+from bench.events import body_template, generated_name_template
 from bench.processes import Target, start_coreio, write_token_file
 from bench.watch import fan_out
 from tests.support.etcd import EtcdProcess
@@ -65,15 +65,17 @@ def _frame(frame: str) -> str:
     return f"{name} ({where.split(':')[0].rsplit('/', 1)[-1]})" if where else name
 
 
-def _load(target: Target, mode: str, scratch: Path) -> tuple[str, str, list[str]]:
-    """(url, wrk script, its arguments) for `mode`."""
+def _load(target: Target, mode: str, scratch: Path, generate: bool) -> tuple[str, str, list[str]]:
+    """(url, wrk script, its arguments) for `mode`; `generate`: creates name their Events by
+    `metadata.generateName`, as the benchmark's second create row."""
     asyncio.run(client.fill(target, NAMESPACE, "profiled", LISTED if mode == "list" else 1))
     if mode == "list":
         return target.url + target.events_path(NAMESPACE), "read.lua", [target.token]
     if mode == "get":
         return target.url + target.events_path(NAMESPACE) + "/profiled-0", "read.lua", [target.token]
     body = scratch / "body.json"
-    body.write_text(body_template(target.group_version, NAMESPACE))
+    template = generated_name_template if generate else body_template
+    body.write_text(template(target.group_version, NAMESPACE))
     path = target.events_path(NAMESPACE)
     return target.url + path, "create.lua", [path, target.token, f"p{secrets.token_hex(3)}", str(body)]
 
@@ -99,7 +101,9 @@ def _loaded(
     return f"{mode} c={connections}: {result.rate:,.0f}/s, {result.errors} errors"
 
 
-def profile(mode: str, connections: int, seconds: float, workers: int, storage: str) -> str:
+def profile(
+    mode: str, connections: int, seconds: float, workers: int, storage: str, *, generate: bool = False
+) -> str:
     # Installed beside this Python (a virtualenv not on PATH), or on PATH.
     beside = Path(sys.executable).parent / "py-spy"
     spy = str(beside) if beside.exists() else shutil.which("py-spy")
@@ -115,7 +119,8 @@ def profile(mode: str, connections: int, seconds: float, workers: int, storage: 
         target = start_coreio(f"coreio-{storage}", scratch, token_file, token, flags)
         try:
             raw = scratch / "profile.txt"
-            load = ("", "", []) if mode == "watch" else _load(target, mode, scratch)  # before recording
+            # The load is set up before recording.
+            load = ("", "", []) if mode == "watch" else _load(target, mode, scratch, generate)
             recorder = _recorder(spy, target, seconds, workers, raw)
             achieved = _loaded(target, mode, connections, seconds, load)
             recorder.wait(timeout=seconds + 30)
@@ -133,8 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=7.0)
     parser.add_argument("--workers", type=int, default=1, help="coreio workers (the profile is the first's)")
     parser.add_argument("--storage", choices=("etcd", "sqlite"), default="etcd")
+    parser.add_argument("--generate-name", action="store_true", help="create: Events named by generateName")
     options = parser.parse_args(argv)
-    print(profile(options.mode, options.connections, options.seconds, options.workers, options.storage))
+    print(
+        profile(
+            options.mode,
+            options.connections,
+            options.seconds,
+            options.workers,
+            options.storage,
+            generate=options.generate_name,
+        )
+    )
     return 0
 
 

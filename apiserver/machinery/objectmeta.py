@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 from datetime import UTC, datetime
 
 from apiserver.machinery.types import JSON
@@ -11,6 +11,10 @@ from apiserver.machinery.types import JSON
 _GENERATED_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATED_SUFFIX_LENGTH = 5
 _MAX_GENERATED_NAME_LENGTH = 63 - _GENERATED_SUFFIX_LENGTH
+# Upstream draws from math/rand (utilrand.String), not a cryptographic source: a generated name
+# is unique by the create that checks it, not unguessable. The system's random source cost a
+# system call a character (py-spy: 2% of a create with generateName).
+_NAMES = random.Random()
 
 
 def now() -> datetime:
@@ -42,5 +46,5 @@ def metadata(obj: JSON) -> JSON:
 def generate_name(base: str) -> str:
     if len(base) > _MAX_GENERATED_NAME_LENGTH:
         base = base[:_MAX_GENERATED_NAME_LENGTH]
-    suffix = "".join(secrets.choice(_GENERATED_ALPHABET) for _ in range(_GENERATED_SUFFIX_LENGTH))
+    suffix = "".join(_NAMES.choices(_GENERATED_ALPHABET, k=_GENERATED_SUFFIX_LENGTH))
     return base + suffix

@@ -15,7 +15,6 @@ of the storage's).
 from __future__ import annotations
 
 import builtins
-import copy
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -25,7 +24,7 @@ from apiserver.admission.chain import AdmissionChain
 from apiserver.admission.request import CREATE
 from apiserver.apply import fieldmanager as managedfields
 from apiserver.apply.fieldmanager import FieldManager
-from apiserver.machinery import errors, objectmeta, offload
+from apiserver.machinery import errors, fastjson, objectmeta, offload
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.options import (
     FIELD_VALIDATION_IGNORE,
@@ -128,7 +127,7 @@ class ResourceStore:
         for _attempt in range(MAX_GENERATE_NAME_ATTEMPTS if generate else 1):
             # Each generated name is tried on a fresh copy; a named create is tried once, on the
             # object itself (decoded for this request alone).
-            candidate = copy.deepcopy(obj) if generate else obj
+            candidate = fastjson.copied(obj) if generate else obj
             if generate:
                 objectmeta.metadata(candidate)["name"] = objectmeta.generate_name(str(meta["generateName"]))
             created = await self._create_one(namespace, candidate, opts, retry_taken=generate, requested=meta)
@@ -207,7 +206,7 @@ class ResourceStore:
         reset = managedfields.requests_reset(raw)
 
         def replace(current: JSON) -> JSON:
-            return self._tracked(current, copy.deepcopy(obj), opts, reset)
+            return self._tracked(current, fastjson.copied(obj), opts, reset)
 
         update = Update(
             replace,

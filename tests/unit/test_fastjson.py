@@ -49,3 +49,34 @@ def test_what_orjson_refuses_to_read_is_read_as_before() -> None:
         fastjson.loads(b'{"n": ')
     with pytest.raises(UnicodeDecodeError):
         fastjson.loads(b'{"n": "\xff"}')
+
+
+def _emptied(value: Any) -> None:
+    """Empties every object and array in `value`, innermost first."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _emptied(item)
+        value.clear()
+    elif isinstance(value, list):
+        for item in value:
+            _emptied(item)
+        value.clear()
+
+
+@settings(max_examples=300)
+@given(VALUES)
+def test_a_copy_is_equal_and_shares_no_object_or_array(value: Any) -> None:
+    original = {"v": value, "nested": [value]}
+    before = stdlib(original)
+    copy = fastjson.copied(original)
+    assert copy == original
+    _emptied(copy)
+    assert stdlib(original) == before
+
+
+@pytest.mark.parametrize("value", [2**64, {"a": "\ud800"}, {"deep": [{"n": -(2**63) - 1}]}])
+def test_what_orjson_refuses_is_copied_by_deepcopy(value: Any) -> None:
+    original = {"x": value}
+    copy = fastjson.copied(original)
+    assert copy == original
+    assert copy is not original
