@@ -25,7 +25,7 @@ from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import record
 from coreio_export.selection import Selection
-from coreio_export.sinks import RecordSink, SinkError, open_sink
+from coreio_export.sinks import RecordSink, SinkError, open_sink, sink_name
 from coreio_export.specwatch import spec_changed
 from coreio_export.target import ExportGone, Target
 
@@ -81,7 +81,7 @@ class Exporter:
 
     async def _run_generation(self) -> None:
         spec, progress, version = await self._read_export()
-        self.metrics.sink("webhook" if spec.sink.webhook is not None else "jsonLines")
+        self.metrics.sink(sink_name(spec.sink))
         queue: asyncio.Queue[Item | Gap] = asyncio.Queue(maxsize=spec.batch.maxEvents)
         reader = Reader(self.api, Selection(spec, self.target.namespace), queue)
         if not progress.position:

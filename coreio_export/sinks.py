@@ -16,8 +16,9 @@ import aiohttp
 import orjson
 
 from apiserver.machinery.types import JSON
-from apiserver.resources.eventexport import STDOUT, JSONLinesSink, Sink, WebhookSink
+from apiserver.resources.eventexport import SINKS, STDOUT, JSONLinesSink, OTLPSink, Sink, WebhookSink
 from coreio_export.connection import Api, ApiError
+from coreio_export.otlp import OTLPGRPC, OTLPHTTP, OTLPError
 from coreio_export.records import cloud_event
 
 MIB = 1 << 20
@@ -96,12 +97,7 @@ class Webhook:
         self.format = sink.format
         self.headers = headers
         self.one_per_request = one_per_request
-        self.ssl: ssl.SSLContext | bool = True
-        if sink.caBundle:
-            try:
-                self.ssl = ssl.create_default_context(cadata=sink.caBundle)
-            except (ssl.SSLError, ValueError) as exc:
-                raise SinkError(f"the webhook's caBundle holds no usable certificate: {exc}") from None
+        self.ssl = trusted(sink.caBundle, "webhook")
         self.session = aiohttp.ClientSession(timeout=WEBHOOK_TIMEOUT)
 
     def _body(self, batch: list[JSON]) -> tuple[bytes, str]:
@@ -128,13 +124,55 @@ class Webhook:
         await self.session.close()
 
 
+def sink_name(sink: Sink) -> str:
+    """The field that names the sink (webhook, jsonLines or otlp): the metrics' `sink` label."""
+    return next(name for name in SINKS if getattr(sink, name) is not None)
+
+
+def trusted(bundle: str, sink: str) -> ssl.SSLContext | bool:
+    """The TLS context that trusts `bundle` (PEM); True (the system's roots) when it is empty."""
+    if not bundle:
+        return True
+    try:
+        return ssl.create_default_context(cadata=bundle)
+    except (ssl.SSLError, ValueError) as exc:
+        raise SinkError(f"the {sink}'s caBundle holds no usable certificate: {exc}") from None
+
+
+class OTLP:
+    """Records as OpenTelemetry log records to a collector (coreio_export.otlp), over HTTP or gRPC."""
+
+    name = "otlp"
+
+    def __init__(self, sink: OTLPSink, headers: dict[str, str]) -> None:
+        context = trusted(sink.caBundle, "otlp sink")
+        if sink.protocol == "grpc":
+            roots = sink.caBundle.encode() if sink.caBundle else None
+            self.transport: OTLPHTTP | OTLPGRPC = OTLPGRPC(sink, headers, roots)
+        else:
+            self.transport = OTLPHTTP(sink, headers, context)
+
+    async def send(self, batch: list[JSON]) -> None:
+        try:
+            await self.transport.send(batch)
+        except OTLPError as exc:
+            raise SinkError(str(exc)) from None
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+
 async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> RecordSink:
     if sink.jsonLines is not None:
         return JSONLines(sink.jsonLines)
-    assert sink.webhook is not None  # validation: exactly one sink
+    given = sink.webhook or sink.otlp
+    assert given is not None  # validation: exactly one sink
     headers: dict[str, str] = {}
-    if sink.webhook.headersFrom is not None:
-        headers = await secret_headers(api, namespace, sink.webhook.headersFrom.name)
+    if given.headersFrom is not None:
+        headers = await secret_headers(api, namespace, given.headersFrom.name)
+    if sink.otlp is not None:
+        return OTLP(sink.otlp, headers)
+    assert sink.webhook is not None
     return Webhook(sink.webhook, headers, one_per_request=batch_size == 1)
 
 

@@ -62,6 +62,10 @@ GROUP = "events.core.io"
 VERSION = "v1alpha1"
 ALL_NAMESPACES = "*"
 WEBHOOK_FORMATS = ["CloudEvents", "JSON"]
+# OTEL_EXPORTER_OTLP_PROTOCOL's values for the two transports collectors receive on.
+OTLP_PROTOCOLS = ["grpc", "http/protobuf"]
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"  # the OpenTelemetry exporters' default
+SINKS = ("webhook", "jsonLines", "otlp")
 SERIES_MODES = ["Changes", "Every"]
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_WAIT_SECONDS = 60.0
@@ -132,6 +136,27 @@ class JSONLinesSink(BaseModel):
     )
 
 
+class OTLPSink(BaseModel):
+    """OpenTelemetry log records sent to a collector over OTLP (one record a change of an Event)."""
+
+    endpoint: Annotated[str, Go()] = Field(
+        description="The collector's http or https URL (https: TLS). For http/protobuf the base URL: "
+        "/v1/logs is appended to its path, as to OTEL_EXPORTER_OTLP_ENDPOINT's; for grpc a URL "
+        "without a path."
+    )
+    protocol: Annotated[str, _OPTIONAL] = Field(
+        default=DEFAULT_OTLP_PROTOCOL, description="grpc or http/protobuf (OTLP over HTTP, protobuf bodies)."
+    )
+    headersFrom: Annotated[SecretReference | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None,
+        description="A Secret whose keys and values are sent as headers (gRPC metadata for grpc).",
+    )
+    caBundle: Annotated[str, _OPTIONAL] = Field(
+        default="",
+        description="PEM certificates that verify an https collector; empty: the system's trusted roots.",
+    )
+
+
 class Sink(BaseModel):
     """Where the records go: exactly one of the fields."""
 
@@ -140,6 +165,9 @@ class Sink(BaseModel):
     )
     jsonLines: Annotated[JSONLinesSink | None, Go(omitempty=True, pointer=True)] = Field(
         default=None, description="JSON lines on standard output or in a file."
+    )
+    otlp: Annotated[OTLPSink | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None, description="An OpenTelemetry collector, over OTLP."
     )
 
 
@@ -276,13 +304,17 @@ class EventExport(BaseModel):
 
 def set_defaults(obj: JSON) -> None:
     """The scheme's defaults, set where a decoded object leaves a field empty (as upstream's
-    SetDefaults_ functions): the webhook's format, the batch, the series mode and maxLag."""
+    SetDefaults_ functions): the webhook's format, OTLP's protocol, the batch, the series mode
+    and maxLag."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
-    webhook = spec.get("sink", {}).get("webhook") if isinstance(spec.get("sink"), dict) else None
+    sink = _d(spec, "sink")
+    webhook, otlp = sink.get("webhook"), sink.get("otlp")
     if isinstance(webhook, dict) and not webhook.get("format"):
         webhook["format"] = "JSON"
+    if isinstance(otlp, dict) and not otlp.get("protocol"):
+        otlp["protocol"] = DEFAULT_OTLP_PROTOCOL
     batch = spec.setdefault("batch", {})
     if isinstance(batch, dict):
         batch["maxEvents"] = batch.get("maxEvents") or DEFAULT_BATCH_EVENTS
@@ -380,18 +412,33 @@ def validate_url(url: str, path: str) -> list[FieldError]:
     return []
 
 
+def validate_headers_from(sink: JSON, path: str) -> list[FieldError]:
+    headers = sink.get("headersFrom")
+    if not isinstance(headers, dict):
+        return []
+    name = _s(headers, "name")
+    if not name:
+        return [required(f"{path}.headersFrom.name")]
+    return [invalid(f"{path}.headersFrom.name", name, msg) for msg in formats.is_dns1123_subdomain(name)]
+
+
 def validate_webhook(webhook: JSON, path: str) -> list[FieldError]:
     errs = validate_url(_s(webhook, "url"), f"{path}.url")
     if _s(webhook, "format") not in WEBHOOK_FORMATS:
         errs.append(not_supported(f"{path}.format", _s(webhook, "format"), WEBHOOK_FORMATS))
-    headers = webhook.get("headersFrom")
-    if isinstance(headers, dict):
-        name = _s(headers, "name")
-        messages = formats.is_dns1123_subdomain(name) if name else []
-        errs += [invalid(f"{path}.headersFrom.name", name, msg) for msg in messages]
-        if not name:
-            errs.append(required(f"{path}.headersFrom.name"))
-    return errs
+    return errs + validate_headers_from(webhook, path)
+
+
+def validate_otlp(otlp: JSON, path: str) -> list[FieldError]:
+    endpoint, protocol = _s(otlp, "endpoint"), _s(otlp, "protocol")
+    errs = validate_url(endpoint, f"{path}.endpoint")
+    if protocol not in OTLP_PROTOCOLS:
+        errs.append(not_supported(f"{path}.protocol", protocol, OTLP_PROTOCOLS))
+    elif protocol == "grpc" and not errs and urlsplit(endpoint).path.strip("/"):
+        errs.append(invalid(f"{path}.endpoint", endpoint, "must have no path for the grpc protocol"))
+    if not errs and (urlsplit(endpoint).query or urlsplit(endpoint).fragment):
+        errs.append(invalid(f"{path}.endpoint", endpoint, "must have no query or fragment"))
+    return errs + validate_headers_from(otlp, path)
 
 
 def validate_json_lines(sink: JSON, path: str) -> list[FieldError]:
@@ -416,7 +463,7 @@ def validate_json_lines(sink: JSON, path: str) -> list[FieldError]:
 
 
 def validate_sink(sink: JSON) -> list[FieldError]:
-    given = [name for name in ("webhook", "jsonLines") if isinstance(sink.get(name), dict)]
+    given = [name for name in SINKS if isinstance(sink.get(name), dict)]
     if len(given) != 1:
         detail = "exactly one sink must be given" if given else "a sink must be given"
         return (
@@ -426,6 +473,8 @@ def validate_sink(sink: JSON) -> list[FieldError]:
         )
     if given == ["webhook"]:
         return validate_webhook(_d(sink, "webhook"), "spec.sink.webhook")
+    if given == ["otlp"]:
+        return validate_otlp(_d(sink, "otlp"), "spec.sink.otlp")
     return validate_json_lines(_d(sink, "jsonLines"), "spec.sink.jsonLines")
 
 
@@ -529,9 +578,9 @@ def exported_namespaces(obj: JSON) -> list[str]:
 
 def secrets_read(obj: JSON) -> list[str]:
     """The Secrets (of its own namespace) whose values `obj`'s exporter reads."""
-    webhook = _d(_d(_d(obj, "spec"), "sink"), "webhook")
-    name = _s(_d(webhook, "headersFrom"), "name")
-    return [name] if name else []
+    sink = _d(_d(obj, "spec"), "sink")
+    names = (_s(_d(_d(sink, kind), "headersFrom"), "name") for kind in ("webhook", "otlp"))
+    return [name for name in names if name]
 
 
 def needed_rights(obj: JSON, namespace: str) -> Iterator[tuple[str, str, str, str, str, str]]:
@@ -572,7 +621,7 @@ def export_guard(checks: ServerChecks, kind: ResourceKind) -> Admission:
 
 def sink_name(obj: JSON) -> str:
     sink = _d(_d(obj, "spec"), "sink")
-    return next((name for name in ("webhook", "jsonLines") if isinstance(sink.get(name), dict)), "")
+    return next((name for name in SINKS if isinstance(sink.get(name), dict)), "")
 
 
 def condition(obj: JSON, kind: str) -> str:

@@ -101,12 +101,15 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def run_go(args: list[str], work: Path, *, timeout: float = BUILD_TIMEOUT) -> str:
-    """`go args...` in `work`; its stdout, or RuntimeError with the tail of stderr."""
+def run_go(
+    args: list[str], work: Path, *, timeout: float = BUILD_TIMEOUT, extra_env: dict[str, str] | None = None
+) -> str:
+    """`go args...` in `work` (with `extra_env` over the clean environment); its stdout, or
+    RuntimeError with the tail of stderr."""
     done = subprocess.run(
         [go_binary(), *args],
         cwd=work,
-        env=go_env(),
+        env={**go_env(), **(extra_env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

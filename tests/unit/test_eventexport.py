@@ -15,7 +15,7 @@ from apiserver.machinery.user import UserInfo
 from apiserver.registry import strategy
 from apiserver.resources import KINDS, SERVABLE_KINDS, runtime_config
 from apiserver.resources.base import Admission
-from apiserver.resources.eventexport import EventExportKind
+from apiserver.resources.eventexport import EventExportKind, secrets_read, sink_name
 from tests.support.thirdkind import GadgetKind
 
 KIND = EventExportKind()
@@ -131,6 +131,30 @@ def test_defaults_are_set_on_decode() -> None:
             ("spec.sink.webhook.url", "FieldValueInvalid", "must be an absolute http or https URL"),
         ),
         (
+            {"sink": {"otlp": {"endpoint": "http://otel:4317", "protocol": "http/json"}}},
+            ("spec.sink.otlp.protocol", "FieldValueNotSupported", '"grpc", "http/protobuf"'),
+        ),
+        (
+            {"sink": {"otlp": {"endpoint": "http://otel:4317/v1", "protocol": "grpc"}}},
+            ("spec.sink.otlp.endpoint", "FieldValueInvalid", "must have no path for the grpc protocol"),
+        ),
+        (
+            {"sink": {"otlp": {"endpoint": "https://otel:4318/?q=1"}}},
+            ("spec.sink.otlp.endpoint", "FieldValueInvalid", "must have no query or fragment"),
+        ),
+        (
+            {"sink": {"otlp": {"endpoint": "otel:4317"}}},
+            ("spec.sink.otlp.endpoint", "FieldValueInvalid", "must be an absolute http or https URL"),
+        ),
+        (
+            {"sink": {"otlp": {"endpoint": "https://otel:4318", "headersFrom": {"name": "Bad_Name"}}}},
+            ("spec.sink.otlp.headersFrom.name", "FieldValueInvalid", "RFC 1123"),
+        ),
+        (
+            {"sink": {"otlp": {"endpoint": "https://otel:4318"}, "jsonLines": {"path": "-"}}},
+            ("spec.sink", "FieldValueInvalid", "exactly one sink must be given"),
+        ),
+        (
             {"sink": {"jsonLines": {"path": "-", "maxSizeMiB": 10}}},
             ("spec.sink.jsonLines.maxSizeMiB", "FieldValueForbidden", "standard output is not rotated"),
         ),
@@ -149,6 +173,16 @@ def test_a_pattern_too_deep_or_too_large_is_no_crash() -> None:
     for pattern in (deep, "a{4294967296}", "x{1001}"):
         errors(export(match=[{"note": pattern}]))  # refused or taken, never an exception
     assert errors(export(match=[{"note": "x{1001}"}]))[0][2].endswith("invalid repeat count: `{1001}`")
+
+
+def test_otlp_defaults_to_http_protobuf_and_its_secret_is_a_right_its_author_needs() -> None:
+    body = export(sink={"otlp": {"endpoint": "https://otel.example:4318", "headersFrom": {"name": "otel"}}})
+    assert decoded(body)["spec"]["sink"]["otlp"]["protocol"] == "http/protobuf"
+    assert errors(body) == []
+    grpc = export(sink={"otlp": {"endpoint": "http://otel.example:4317/", "protocol": "grpc"}})
+    assert errors(grpc) == []
+    assert secrets_read(decoded(body)) == ["otel"]
+    assert sink_name(decoded(body)) == "otlp"
 
 
 def test_a_webhook_url_is_required_and_the_sink_too() -> None:

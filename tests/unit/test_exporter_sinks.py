@@ -15,8 +15,9 @@ import pytest
 from aiohttp import web
 
 from apiserver import pki
-from apiserver.resources.eventexport import JSONLinesSink, WebhookSink
-from coreio_export.sinks import JSONLines, SinkError, Webhook, secret_headers
+from apiserver.resources.eventexport import JSONLinesSink, OTLPSink, WebhookSink
+from coreio_export.otlp import export_request
+from coreio_export.sinks import OTLP, JSONLines, SinkError, Webhook, secret_headers
 from tests.support.exporter import read_lines
 
 NOTE = "x" * 1000
@@ -113,3 +114,34 @@ async def test_headers_come_from_the_secret_and_a_bad_secret_is_one_error() -> N
     bad = FakeSecretApiForUnitTests({"data": {"Authorization": "%%%"}})
     with pytest.raises(SinkError, match="Secret shop/hook of headersFrom cannot be read as headers"):
         await secret_headers(bad, "shop", "hook")  # type: ignore[arg-type]
+
+
+def test_an_otlp_record_of_a_series_is_dated_by_its_last_observation_and_counts_it() -> None:
+    event = {
+        "metadata": {"name": "e", "namespace": "shop", "uid": "u1", "resourceVersion": "7"},
+        "eventTime": "2026-11-27T10:00:00.000001Z",
+        "series": {"count": 4, "lastObservedTime": "2026-11-27T10:05:00.250000Z"},
+        "type": "Unusual",
+        "note": "",
+        "regarding": {"kind": "Node", "name": "n1", "uid": "n-uid"},
+    }
+    item = {"dedupKey": "u1/7", "type": "MODIFIED", "resourceVersion": "7", "event": event}
+    request = export_request([item])
+    (resource,) = request.resource_logs
+    (record,) = resource.scope_logs[0].log_records
+    assert record.time_unix_nano == 1_795_773_900_250_000_000  # not the eventTime
+    attributes = {a.key: a.value for a in record.attributes}
+    assert attributes["k8s.event.count"].int_value == 4
+    assert attributes["k8s.event.change"].string_value == "MODIFIED"
+    assert "k8s.event.reason" not in attributes  # empty fields are left out
+    assert (record.severity_number, record.severity_text) == (0, "Unusual")  # unspecified
+    assert {a.key: a.value.string_value for a in resource.resource.attributes} == {
+        "k8s.object.kind": "Node",
+        "k8s.object.name": "n1",
+        "k8s.object.uid": "n-uid",
+    }
+
+
+async def test_an_otlp_sink_with_a_bad_ca_bundle_is_one_error() -> None:
+    with pytest.raises(SinkError, match="otlp sink's caBundle holds no usable certificate"):
+        OTLP(OTLPSink(endpoint="https://127.0.0.1:1", caBundle="not a certificate"), {})
