@@ -2,7 +2,8 @@
 OTLP/gRPC and OTLP/HTTP: the exporter starts while the collector is down, so its first batches
 are refused and retried; once the collector runs, every Event written reaches it once, as the log
 record the collector's own Kubernetes Events receiver would make (note, severity, reason, the
-regarded object as the resource), with the dedup key as log.record.uid. On SQLite: the sink does
+regarded object as the resource), with the dedup key as log.record.uid. Over TLS, the collector's
+certificate is trusted through the sink's caBundle. On SQLite: the sink does
 not depend on the storage (test_exporter.py runs the delivery itself on both)."""
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ def server(
 def collector(tmp_path: Path) -> Iterator[Collector]:
     collector = Collector(tmp_path)
     try:
+        yield collector
+    finally:
+        collector.stop()
+
+
+@pytest.fixture
+def tls_collector(tmp_path: Path) -> Iterator[Collector]:
+    collector = Collector(tmp_path, tls=True)
+    try:
+        collector.start()
         yield collector
     finally:
         collector.stop()
@@ -117,3 +128,28 @@ def check_records(admin: Api, ns: str, taken: list[Any]) -> None:
             "k8s.object.name": "web-0",
             "k8s.object.api_version": "v1",
         }
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_a_collector_over_tls_is_trusted_through_the_ca_bundle(
+    server: ServerProcess, tls_collector: Collector, tmp_path: Path, protocol: str
+) -> None:
+    admin, ns = Api(server), f"otlps-{uuid.uuid4().hex[:6]}"
+    assert tls_collector.ca is not None
+    endpoint = tls_collector.grpc_url if protocol == "grpc" else tls_collector.http_url
+    sink = {"endpoint": endpoint, "protocol": protocol, "caBundle": tls_collector.ca.cert_pem.decode()}
+    assert admin.post(f"{EXPORTS}/namespaces/{ns}/eventexports", export("tls", {"otlp": sink})).status == 201
+    exporter = ExporterProcess(server, ns, "tls", tmp_path / "exporter.log")
+    exporter.start()
+    try:
+        path = f"{EXPORTS}/namespaces/{ns}/eventexports/tls"
+        wait_until(lambda: admin.get(path).json.get("status", {}).get("position"), timeout=30)
+        asyncio.run(write_events(server, [ns], rate=100, seconds=0.1, prefix="s"))
+        wait_until(lambda: len(tls_collector.taken()) >= 10, timeout=30, message="10 records over TLS")
+        assert exporter.stop() == 0
+    finally:
+        exporter.stop()
+    assert sorted(r.attributes["k8s.event.name"] for r in tls_collector.taken()) == [
+        f"s-{i}" for i in range(10)
+    ]
+    assert admin.get(path).json["status"]["counts"].get("failed", 0) == 0  # 0 is left out

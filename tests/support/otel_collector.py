@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from apiserver import pki
 from tests.support.otelcol_build import ensure_collector
 from tests.support.server import free_port
 from tests.support.waiting import wait_until
@@ -24,9 +25,9 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{grpc}
+        endpoint: 127.0.0.1:{grpc}{tls}
       http:
-        endpoint: 127.0.0.1:{http}
+        endpoint: 127.0.0.1:{http}{tls}
 exporters:
   otlphttp:
     logs_endpoint: http://127.0.0.1:{received}/v1/logs
@@ -45,6 +46,10 @@ service:
       receivers: [otlp]
       exporters: [otlphttp]
 """
+TLS = """
+        tls:
+          cert_file: {cert}
+          key_file: {key}"""
 
 
 def plain(value: dict[str, Any]) -> Any:
@@ -90,9 +95,12 @@ def records(document: dict[str, Any]) -> list[LogRecord]:
 @dataclass
 class Collector:
     """The collector process and the receiver behind it. `grpc_url` and `http_url` are what an
-    export's otlp sink names; nothing listens there before `start`."""
+    export's otlp sink names; nothing listens there before `start`. With `tls`, both listen over
+    TLS with a certificate for 127.0.0.1 of a CA of its own (`ca`)."""
 
     directory: Path
+    tls: bool = False
+    ca: pki.KeyPair | None = None
     grpc_port: int = field(default_factory=free_port)
     http_port: int = field(default_factory=free_port)
     received: list[LogRecord] = field(default_factory=list)
@@ -101,12 +109,24 @@ class Collector:
     _process: subprocess.Popen[bytes] | None = None
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
     def grpc_url(self) -> str:
-        return f"http://127.0.0.1:{self.grpc_port}"
+        return f"{self.scheme}://127.0.0.1:{self.grpc_port}"
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"{self.scheme}://127.0.0.1:{self.http_port}"
+
+    def _tls_block(self) -> str:
+        if not self.tls:
+            return ""
+        self.ca = pki.create_ca("collector-ca")
+        cert, key = self.directory / "collector.crt", self.directory / "collector.key"
+        pki.issue_serving_certificate(self.ca, ["127.0.0.1"]).save(cert, key)
+        return TLS.format(cert=cert, key=key)
 
     @property
     def log(self) -> Path:
@@ -116,7 +136,9 @@ class Collector:
         self._receiver = self._serve()
         config = self.directory / "otelcol.yaml"
         received_port = self._receiver.server_address[1]
-        config.write_text(CONFIG.format(grpc=self.grpc_port, http=self.http_port, received=received_port))
+        tls = self._tls_block()
+        ports = {"grpc": self.grpc_port, "http": self.http_port, "received": received_port}
+        config.write_text(CONFIG.format(tls=tls, **ports))
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
                 [str(ensure_collector()), "--config", f"file:{config}"], stdout=log, stderr=log
