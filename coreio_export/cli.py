@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         format=f"{PROG}: %(message)s",
         stream=sys.stderr,
     )
+    # aiokafka logs each refused connection itself; the exporter says it once a failed batch.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         asyncio.run(export(args))
     except ExportGone as exc:

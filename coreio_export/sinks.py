@@ -16,8 +16,17 @@ import aiohttp
 import orjson
 
 from apiserver.machinery.types import JSON
-from apiserver.resources.eventexport import SINKS, STDOUT, JSONLinesSink, OTLPSink, Sink, WebhookSink
+from apiserver.resources.eventexport import (
+    SINKS,
+    STDOUT,
+    JSONLinesSink,
+    KafkaSink,
+    OTLPSink,
+    Sink,
+    WebhookSink,
+)
 from coreio_export.connection import Api, ApiError
+from coreio_export.kafka import Kafka, KafkaSendError, producer_settings
 from coreio_export.otlp import OTLPGRPC, OTLPHTTP, OTLPError
 from coreio_export.records import cloud_event
 
@@ -131,10 +140,13 @@ def sink_name(sink: Sink) -> str:
 
 def trusted(bundle: str, sink: str) -> ssl.SSLContext | bool:
     """The TLS context that trusts `bundle` (PEM); True (the system's roots) when it is empty."""
-    if not bundle:
-        return True
+    return tls_context(bundle, sink) if bundle else True
+
+
+def tls_context(bundle: str, sink: str) -> ssl.SSLContext:
+    """A TLS context trusting `bundle` (PEM), or the system's roots when it is empty."""
     try:
-        return ssl.create_default_context(cadata=bundle)
+        return ssl.create_default_context(cadata=bundle or None)
     except (ssl.SSLError, ValueError) as exc:
         raise SinkError(f"the {sink}'s caBundle holds no usable certificate: {exc}") from None
 
@@ -162,9 +174,36 @@ class OTLP:
         await self.transport.close()
 
 
+class KafkaTopic:
+    """Records as messages of a Kafka topic (coreio_export.kafka)."""
+
+    name = "kafka"
+
+    def __init__(self, sink: KafkaSink, sasl: dict[str, str], where: str) -> None:
+        context = tls_context(sink.caBundle, "kafka sink") if sink.tls else None
+        try:
+            settings = producer_settings(sink, sasl, context)
+        except ValueError as exc:
+            raise SinkError(f"the Secret {where} of saslFrom cannot be used: {exc}") from None
+        self.kafka = Kafka(sink, settings)
+
+    async def send(self, batch: list[JSON]) -> None:
+        try:
+            await self.kafka.send(batch)
+        except KafkaSendError as exc:
+            raise SinkError(str(exc)) from None
+
+    async def close(self) -> None:
+        await self.kafka.close()
+
+
 async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> RecordSink:
     if sink.jsonLines is not None:
         return JSONLines(sink.jsonLines)
+    if sink.kafka is not None:
+        sasl = sink.kafka.saslFrom
+        values = await secret_headers(api, namespace, sasl.name, "saslFrom") if sasl is not None else {}
+        return KafkaTopic(sink.kafka, values, f"{namespace}/{sasl.name if sasl else ''}")
     given = sink.webhook or sink.otlp
     assert given is not None  # validation: exactly one sink
     headers: dict[str, str] = {}
@@ -176,16 +215,16 @@ async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> Re
     return Webhook(sink.webhook, headers, one_per_request=batch_size == 1)
 
 
-async def secret_headers(api: Api, namespace: str, name: str) -> dict[str, str]:
-    """The Secret's keys and values, as headers."""
+async def secret_headers(api: Api, namespace: str, name: str, field: str = "headersFrom") -> dict[str, str]:
+    """The Secret's keys and values, decoded (headers, or SASL's settings); `field` the sink's
+    field that names it."""
     try:
         secret = await api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
     except ApiError as exc:
-        raise SinkError(f"cannot read the Secret {namespace}/{name} of headersFrom: {exc}") from None
+        raise SinkError(f"cannot read the Secret {namespace}/{name} of {field}: {exc}") from None
     try:
         data = secret.get("data") or {}
         return {key: base64.b64decode(value, validate=True).decode().strip() for key, value in data.items()}
     except (ValueError, TypeError, AttributeError) as exc:
-        raise SinkError(
-            f"the Secret {namespace}/{name} of headersFrom cannot be read as headers: {exc}"
-        ) from None
+        what = "headers" if field == "headersFrom" else "SASL settings"
+        raise SinkError(f"the Secret {namespace}/{name} of {field} cannot be read as {what}: {exc}") from None

@@ -65,7 +65,9 @@ WEBHOOK_FORMATS = ["CloudEvents", "JSON"]
 # OTEL_EXPORTER_OTLP_PROTOCOL's values for the two transports collectors receive on.
 OTLP_PROTOCOLS = ["grpc", "http/protobuf"]
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"  # the OpenTelemetry exporters' default
-SINKS = ("webhook", "jsonLines", "otlp")
+SINKS = ("webhook", "jsonLines", "otlp", "kafka")
+# A Kafka topic's name, as Kafka's Topic.validate checks it.
+KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 SERIES_MODES = ["Changes", "Every"]
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_WAIT_SECONDS = 60.0
@@ -157,6 +159,26 @@ class OTLPSink(BaseModel):
     )
 
 
+class KafkaSink(BaseModel):
+    """Records produced to a Kafka topic: the value the record's JSON, the key the Event's
+    namespace (so one namespace's records keep their order in one partition)."""
+
+    brokers: Annotated[list[str], Go()] = Field(description="The bootstrap brokers, host:port each.")
+    topic: Annotated[str, Go()] = Field(description="The topic the records are produced to.")
+    tls: Annotated[bool, _OPTIONAL] = Field(
+        default=False, description="Whether the brokers are reached over TLS."
+    )
+    caBundle: Annotated[str, _OPTIONAL] = Field(
+        default="",
+        description="PEM certificates that verify the brokers (with tls); empty: the system's roots.",
+    )
+    saslFrom: Annotated[SecretReference | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None,
+        description="A Secret holding mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), username and "
+        "password: the SASL authentication to the brokers.",
+    )
+
+
 class Sink(BaseModel):
     """Where the records go: exactly one of the fields."""
 
@@ -168,6 +190,9 @@ class Sink(BaseModel):
     )
     otlp: Annotated[OTLPSink | None, Go(omitempty=True, pointer=True)] = Field(
         default=None, description="An OpenTelemetry collector, over OTLP."
+    )
+    kafka: Annotated[KafkaSink | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None, description="A Kafka topic."
     )
 
 
@@ -412,14 +437,43 @@ def validate_url(url: str, path: str) -> list[FieldError]:
     return []
 
 
-def validate_headers_from(sink: JSON, path: str) -> list[FieldError]:
-    headers = sink.get("headersFrom")
+def validate_headers_from(sink: JSON, path: str, field: str = "headersFrom") -> list[FieldError]:
+    headers = sink.get(field)
     if not isinstance(headers, dict):
         return []
     name = _s(headers, "name")
     if not name:
-        return [required(f"{path}.headersFrom.name")]
-    return [invalid(f"{path}.headersFrom.name", name, msg) for msg in formats.is_dns1123_subdomain(name)]
+        return [required(f"{path}.{field}.name")]
+    return [invalid(f"{path}.{field}.name", name, msg) for msg in formats.is_dns1123_subdomain(name)]
+
+
+def validate_broker(broker: Any, path: str) -> list[FieldError]:
+    host, _, port = broker.rpartition(":") if isinstance(broker, str) else ("", "", "")
+    if (
+        not host
+        or not port.isdigit()
+        or not 0 < int(port) < 65536
+        or not broker.isprintable()
+        or " " in broker
+    ):
+        return [invalid(path, broker, "must be host:port, the port between 1 and 65535")]
+    return []
+
+
+def validate_kafka(kafka: JSON, path: str) -> list[FieldError]:
+    brokers = _l(kafka, "brokers")
+    errs = [] if brokers else [required(f"{path}.brokers")]
+    for i, broker in enumerate(brokers):
+        errs += validate_broker(broker, f"{path}.brokers[{i}]")
+    topic = _s(kafka, "topic")
+    if not topic:
+        errs.append(required(f"{path}.topic"))
+    elif not KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        words = "must be 1 to 249 letters, digits, '.', '_' or '-', and not . or .."
+        errs.append(invalid(f"{path}.topic", topic, words))
+    if kafka.get("caBundle") and not kafka.get("tls"):
+        errs.append(forbidden(f"{path}.caBundle", "only with tls: true"))
+    return errs + validate_headers_from(kafka, path, "saslFrom")
 
 
 def validate_webhook(webhook: JSON, path: str) -> list[FieldError]:
@@ -475,6 +529,8 @@ def validate_sink(sink: JSON) -> list[FieldError]:
         return validate_webhook(_d(sink, "webhook"), "spec.sink.webhook")
     if given == ["otlp"]:
         return validate_otlp(_d(sink, "otlp"), "spec.sink.otlp")
+    if given == ["kafka"]:
+        return validate_kafka(_d(sink, "kafka"), "spec.sink.kafka")
     return validate_json_lines(_d(sink, "jsonLines"), "spec.sink.jsonLines")
 
 
@@ -579,7 +635,8 @@ def exported_namespaces(obj: JSON) -> list[str]:
 def secrets_read(obj: JSON) -> list[str]:
     """The Secrets (of its own namespace) whose values `obj`'s exporter reads."""
     sink = _d(_d(obj, "spec"), "sink")
-    names = (_s(_d(_d(sink, kind), "headersFrom"), "name") for kind in ("webhook", "otlp"))
+    read = (("webhook", "headersFrom"), ("otlp", "headersFrom"), ("kafka", "saslFrom"))
+    names = (_s(_d(_d(sink, kind), field), "name") for kind, field in read)
     return [name for name in names if name]
 
 

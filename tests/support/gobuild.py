@@ -140,7 +140,7 @@ def cached(recipe: Recipe) -> Path | None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -178,7 +178,7 @@ def ensure(recipe: Recipe, *, force: bool = False) -> Build:
         return Build(binary, recipe.version, time.monotonic() - started, built=False)
     go_binary(recipe.override)  # fail before taking the lock where there is no toolchain
     directory = recipe.path
-    with _locked(directory.parent / f".{directory.name}.lock"):
+    with locked(directory.parent / f".{directory.name}.lock"):
         if not force and (binary := cached(recipe)) is not None:  # built meanwhile
             return Build(binary, recipe.version, time.monotonic() - started, built=False)
         _build(recipe)

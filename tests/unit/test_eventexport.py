@@ -155,6 +155,30 @@ def test_defaults_are_set_on_decode() -> None:
             ("spec.sink", "FieldValueInvalid", "exactly one sink must be given"),
         ),
         (
+            {"sink": {"kafka": {"topic": "events"}}},
+            ("spec.sink.kafka.brokers", "FieldValueRequired", ""),
+        ),
+        (
+            {"sink": {"kafka": {"brokers": ["kafka-0"], "topic": "events"}}},
+            ("spec.sink.kafka.brokers[0]", "FieldValueInvalid", "must be host:port"),
+        ),
+        (
+            {"sink": {"kafka": {"brokers": ["kafka-0:9092"], "topic": "k8s events"}}},
+            ("spec.sink.kafka.topic", "FieldValueInvalid", "must be 1 to 249 letters"),
+        ),
+        (
+            {"sink": {"kafka": {"brokers": ["kafka-0:9092"], "topic": ".."}}},
+            ("spec.sink.kafka.topic", "FieldValueInvalid", "and not . or .."),
+        ),
+        (
+            {"sink": {"kafka": {"brokers": ["kafka-0:9092"], "topic": "e", "caBundle": "PEM"}}},
+            ("spec.sink.kafka.caBundle", "FieldValueForbidden", "only with tls: true"),
+        ),
+        (
+            {"sink": {"kafka": {"brokers": ["k:9092"], "topic": "e", "saslFrom": {"name": "A"}}}},
+            ("spec.sink.kafka.saslFrom.name", "FieldValueInvalid", "RFC 1123"),
+        ),
+        (
             {"sink": {"jsonLines": {"path": "-", "maxSizeMiB": 10}}},
             ("spec.sink.jsonLines.maxSizeMiB", "FieldValueForbidden", "standard output is not rotated"),
         ),
@@ -183,6 +207,9 @@ def test_otlp_defaults_to_http_protobuf_and_its_secret_is_a_right_its_author_nee
     assert errors(grpc) == []
     assert secrets_read(decoded(body)) == ["otel"]
     assert sink_name(decoded(body)) == "otlp"
+    kafka = export(sink={"kafka": {"brokers": ["k:9092"], "topic": "e", "saslFrom": {"name": "sasl"}}})
+    assert errors(kafka) == []
+    assert (secrets_read(decoded(kafka)), sink_name(decoded(kafka))) == (["sasl"], "kafka")
 
 
 def test_a_webhook_url_is_required_and_the_sink_too() -> None:

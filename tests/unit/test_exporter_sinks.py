@@ -6,6 +6,7 @@ used is one clear SinkError."""
 from __future__ import annotations
 
 import base64
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ import pytest
 from aiohttp import web
 
 from apiserver import pki
-from apiserver.resources.eventexport import JSONLinesSink, OTLPSink, WebhookSink
+from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, OTLPSink, WebhookSink
+from coreio_export.kafka import message, producer_settings
 from coreio_export.otlp import export_request
-from coreio_export.sinks import OTLP, JSONLines, SinkError, Webhook, secret_headers
+from coreio_export.sinks import OTLP, JSONLines, KafkaTopic, SinkError, Webhook, secret_headers
 from tests.support.exporter import read_lines
 
 NOTE = "x" * 1000
@@ -145,3 +147,37 @@ def test_an_otlp_record_of_a_series_is_dated_by_its_last_observation_and_counts_
 async def test_an_otlp_sink_with_a_bad_ca_bundle_is_one_error() -> None:
     with pytest.raises(SinkError, match="otlp sink's caBundle holds no usable certificate"):
         OTLP(OTLPSink(endpoint="https://127.0.0.1:1", caBundle="not a certificate"), {})
+
+
+def test_kafka_settings_follow_tls_and_the_sasl_secret() -> None:
+    sink = KafkaSink(brokers=["k:9092"], topic="events")
+    assert producer_settings(sink, {}, None)["security_protocol"] == "PLAINTEXT"
+    context = ssl.create_default_context()
+    scram = {"mechanism": "SCRAM-SHA-512", "username": "u", "password": "p"}
+    settings = producer_settings(sink, scram, context)
+    assert settings["security_protocol"] == "SASL_SSL" and settings["ssl_context"] is context
+    assert (settings["sasl_mechanism"], settings["acks"], settings["enable_idempotence"]) == (
+        "SCRAM-SHA-512",
+        "all",
+        True,
+    )
+    assert producer_settings(sink, scram, None)["security_protocol"] == "SASL_PLAINTEXT"
+    with pytest.raises(SinkError, match="saslFrom cannot be used: its mechanism must be one of PLAIN"):
+        KafkaTopic(sink, {"mechanism": "GSSAPI", "username": "u", "password": "p"}, "shop/sasl")
+    with pytest.raises(SinkError, match="must hold a username and a password"):
+        KafkaTopic(sink, {"mechanism": "PLAIN", "username": "u"}, "shop/sasl")
+
+
+def test_a_kafka_message_is_keyed_by_namespace_with_the_dedup_key_in_its_headers() -> None:
+    item = {
+        "dedupKey": "u1/7",
+        "type": "DELETED",
+        "resourceVersion": "7",
+        "event": {"metadata": {"namespace": "shop"}},
+    }
+    key, value, headers = message(item)
+    assert (key, orjson.loads(value), headers) == (
+        b"shop",
+        item,
+        [("dedupKey", b"u1/7"), ("type", b"DELETED")],
+    )
