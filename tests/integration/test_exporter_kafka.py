@@ -2,7 +2,9 @@
 Central): the exporter starts while the broker is down, so its first batches fail and are retried;
 once the broker runs, every Event of the three namespaces exported reaches the topic once, each
 namespace's records in one partition (the key) and in revision order, with the dedup key and the
-change as headers. On SQLite: the sink does not depend on the storage (test_exporter.py runs the
+change as headers. Over TLS the broker is trusted through caBundle, and SASL/PLAIN authenticates
+with the Secret's username and password (the sink's own classes: standalone coreio serves no
+Secrets). On SQLite: the sink does not depend on the storage (test_exporter.py runs the
 delivery itself on both)."""
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from apiserver.resources.eventexport import KafkaSink
+from coreio_export.sinks import KafkaTopic, SinkError
 from tests.support.api import Api
 from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
-from tests.support.kafka_broker import KafkaBroker
+from tests.support.kafka_broker import PASSWORD, USER, KafkaBroker
 from tests.support.kafka_build import ensure_kafka
 from tests.support.server import ServerProcess, module_server
 from tests.support.waiting import wait_until
@@ -78,3 +83,60 @@ def test_events_reach_the_topic_once_in_order_per_namespace(server: ServerProces
     assert all(len(p) == 1 for p in partitions.values())  # one partition a namespace
     assert all(rvs == sorted(rvs) for rvs in order.values())  # in revision order there
     assert admin.get(path).json["status"]["counts"]["sent"] == WRITTEN
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka-secured"), secured=True)
+    try:
+        broker.start()
+        broker.create_topic(TOPIC, partitions=1)
+        yield broker
+    finally:
+        broker.stop()
+
+
+def records(prefix: str, count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "dedupKey": f"{prefix}/{i}",
+            "type": "ADDED",
+            "resourceVersion": str(i),
+            "event": {"metadata": {"namespace": "shop", "name": f"{prefix}-{i}"}},
+        }
+        for i in range(count)
+    ]
+
+
+def produced(sink: KafkaTopic, batch: list[dict[str, Any]]) -> None:
+    async def send() -> None:
+        try:
+            await sink.send(batch)
+        finally:
+            await sink.close()
+
+    asyncio.run(send())
+
+
+def test_the_sink_produces_over_tls_trusting_its_ca_bundle(secured: KafkaBroker) -> None:
+    assert secured.ca is not None
+    bundle = secured.ca.cert_pem.decode()
+    sink = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True, caBundle=bundle)
+    produced(KafkaTopic(sink, {}, ""), records("tls", 5))
+    untrusted = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True)
+    with pytest.raises(SinkError, match="Kafka"):  # the system's roots do not know the broker's CA
+        produced(KafkaTopic(untrusted, {}, ""), records("untrusted", 1))
+    keys = [dict(m.headers)["dedupKey"] for m in secured.read(TOPIC, 5)]
+    assert [k.decode() for k in keys] == [f"tls/{i}" for i in range(5)]
+
+
+def test_the_sink_authenticates_with_sasl_plain_from_its_secret(secured: KafkaBroker) -> None:
+    sink = KafkaSink(brokers=[f"127.0.0.1:{secured.sasl_port}"], topic=TOPIC)
+    secret = {"mechanism": "PLAIN", "username": USER, "password": PASSWORD}
+    produced(KafkaTopic(sink, secret, "shop/sasl"), records("sasl", 3))
+    wrong = secret | {"password": "not-it"}
+    with pytest.raises(SinkError, match="Kafka"):
+        produced(KafkaTopic(sink, wrong, "shop/sasl"), records("refused", 1))
+    taken = [dict(m.headers)["dedupKey"].decode() for m in secured.read(TOPIC, 8)]
+    assert [k for k in taken if k.startswith("sasl/")] == ["sasl/0", "sasl/1", "sasl/2"]
+    assert not [k for k in taken if k.startswith(("refused/", "untrusted/"))]

@@ -1,6 +1,8 @@
 """One real Kafka broker on loopback (tests.support.kafka_build's jars on the machine's JDK): a
 KRaft node that is its own controller, its storage formatted first, as Kafka's quickstart does. It
-listens on 127.0.0.1 only, and its topics are read back with aiokafka's consumer."""
+listens on 127.0.0.1 only, and its topics are read back with aiokafka's consumer. With `secured`,
+it also listens over TLS (a PEM key store, its certificate from a CA of its own: `ca`) and over
+SASL/PLAIN (the one user `USER`, password `PASSWORD`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from apiserver import pki
 from tests.support.kafka_build import ensure_kafka
 from tests.support.server import free_port
 from tests.support.waiting import wait_until
@@ -26,10 +29,11 @@ PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}{listeners}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{listeners}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT
 log.dirs={data}
 num.partitions=3
 auto.create.topics.enable=false
@@ -40,6 +44,13 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 """
+SECURED = """sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+  org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}="{password}";
+ssl.keystore.type=PEM
+ssl.keystore.location={keystore}
+"""
+USER, PASSWORD = "exporter", "s3cret-Pa55"
 
 
 def java() -> str:
@@ -53,8 +64,12 @@ def java() -> str:
 @dataclass
 class KafkaBroker:
     directory: Path
+    secured: bool = False
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
+    tls_port: int = field(default_factory=free_port)
+    sasl_port: int = field(default_factory=free_port)
+    ca: pki.KeyPair | None = None
     _process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -69,10 +84,23 @@ class KafkaBroker:
         classpath = f"{ensure_kafka()}/*"
         return [java(), "-Xmx512m", "-XX:+UseSerialGC", "-cp", classpath, main, *args]
 
+    def _properties(self) -> str:
+        data = self.directory / "kafka-data"
+        if not self.secured:
+            return PROPERTIES.format(port=self.port, controller=self.controller_port, data=data, listeners="")
+        self.ca = pki.create_ca("kafka-ca")
+        serving = pki.issue_serving_certificate(self.ca, ["127.0.0.1"])
+        keystore = self.directory / "broker.pem"  # the key (PKCS#8) and its certificate, one file
+        keystore.write_bytes(serving.key_pem + serving.cert_pem)
+        listeners = f",SSL://127.0.0.1:{self.tls_port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+        plain = PROPERTIES.format(
+            port=self.port, controller=self.controller_port, data=data, listeners=listeners
+        )
+        return plain + SECURED.format(user=USER, password=PASSWORD, keystore=keystore)
+
     def start(self) -> None:
         config = self.directory / "server.properties"
-        data = self.directory / "kafka-data"
-        config.write_text(PROPERTIES.format(port=self.port, controller=self.controller_port, data=data))
+        config.write_text(self._properties())
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         formatted = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
@@ -91,8 +119,12 @@ class KafkaBroker:
         assert self._process is not None
         if self._process.poll() is not None:
             raise AssertionError(self._failed())
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+        ports = [self.port, *([self.tls_port, self.sasl_port] if self.secured else [])]
+        for port in ports:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) != 0:
+                    return False
+        return True
 
     def _failed(self) -> str:
         return "the Kafka broker listening; its output:\n" + self.log.read_text()[-3000:]
