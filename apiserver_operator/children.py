@@ -23,6 +23,10 @@ from apiserver_operator.spec import GROUP, KIND, VERSION, InstallationSpec
 
 API_GROUPS = ("rbac.authorization.core.io", "events.core.io")
 APISERVICE_NAMES = tuple(f"v1.{group}" for group in API_GROUPS)
+# The alpha version (EventExport), served and registered only when spec.eventExport.enabled.
+ALPHA_GROUP, ALPHA_VERSION = "events.core.io", "v1alpha1"
+ALPHA_APISERVICE = f"{ALPHA_VERSION}.{ALPHA_GROUP}"
+ALL_APISERVICE_NAMES = (*APISERVICE_NAMES, ALPHA_APISERVICE)
 OWNER_ANNOTATION = f"{GROUP}/installation"
 MANAGED_BY = "coreio-operator"
 SERVICE_PORT = 443
@@ -247,28 +251,39 @@ def disruption_budget(inst: Installation) -> JSON:
     }
 
 
-def api_services(inst: Installation, ca_bundle: bytes) -> list[JSON]:
-    """Both APIServices, trusting exactly `ca_bundle` (never insecureSkipTLSVerify)."""
+def apiservice_names(inst: Installation) -> tuple[str, ...]:
+    """The APIServices the Installation registers: both v1 ones, and the alpha one when enabled."""
+    return ALL_APISERVICE_NAMES if inst.spec.event_export.enabled else APISERVICE_NAMES
+
+
+def api_services(inst: Installation, ca_bundle: bytes, *, every: bool = False) -> list[JSON]:
+    """The APIServices (`apiservice_names`; with `every`, the alpha one too, as for deleting),
+    trusting exactly `ca_bundle` (never insecureSkipTLSVerify)."""
+    versions = [("v1", group) for group in API_GROUPS]
+    if every or inst.spec.event_export.enabled:
+        versions.append((ALPHA_VERSION, ALPHA_GROUP))
+    return [api_service(inst, group, version, ca_bundle) for version, group in versions]
+
+
+def api_service(inst: Installation, group: str, version: str, ca_bundle: bytes) -> JSON:
     settings = inst.spec.api_service
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
-    return [
-        {
-            "apiVersion": "apiregistration.k8s.io/v1",
-            "kind": "APIService",
-            "metadata": _meta(inst, f"v1.{group}", owned=False),
-            "spec": {
-                "group": group,
-                "version": "v1",
-                "service": {"namespace": inst.namespace, "name": inst.name, "port": SERVICE_PORT},
-                "caBundle": bundle,
-                # Owned explicitly, so that server-side apply takes it back from anybody who set it.
-                "insecureSkipTLSVerify": False,
-                "groupPriorityMinimum": settings.group_priority_minimum,
-                "versionPriority": settings.version_priority,
-            },
-        }
-        for group in API_GROUPS
-    ]
+    # The alpha version ranks below v1 within the group, as upstream's alpha versions do.
+    priority = settings.version_priority if version == "v1" else max(1, settings.version_priority // 3)
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": _meta(inst, f"{version}.{group}", owned=False),
+        "spec": {
+            "group": group,
+            "version": version,
+            "service": {"namespace": inst.namespace, "name": inst.name, "port": SERVICE_PORT},
+            "caBundle": base64.b64encode(ca_bundle).decode("ascii"),
+            # Owned explicitly, so that server-side apply takes it back from anybody who set it.
+            "insecureSkipTLSVerify": False,
+            "groupPriorityMinimum": settings.group_priority_minimum,
+            "versionPriority": priority,
+        },
+    }
 
 
 def workers(limits: dict[str, str], requests: dict[str, str]) -> int:
@@ -303,6 +318,8 @@ def server_args(inst: Installation) -> list[str]:
                 f"--etcd-certfile={ETCD_TLS_DIR}/tls.crt",
                 f"--etcd-keyfile={ETCD_TLS_DIR}/tls.key",
             ]
+    if inst.spec.event_export.enabled:
+        args.append(f"--runtime-config={ALPHA_GROUP}/{ALPHA_VERSION}=true")
     return args + list(inst.spec.extra_args)
 
 

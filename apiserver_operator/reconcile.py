@@ -125,7 +125,7 @@ async def claim_cluster(client: KubeClient, inst: Installation) -> list[JSON | N
     """The APIServices are cluster-wide: refuse when another Installation (or anybody else) has
     them. Returns them as read (None where missing), for `certificates` to observe."""
     found: list[JSON | None] = []
-    for name in children.APISERVICE_NAMES:
+    for name in children.apiservice_names(inst):
         existing = await client.get_or_none(_apiservice_path(name))
         found.append(existing)
         if existing is None:
@@ -307,20 +307,29 @@ async def apply_children(client: KubeClient, inst: Installation, ca_bundle: byte
             claims.append((obj, existing))
     if inst.spec.replicas <= 1:
         await client.delete(path_of(children.disruption_budget(inst)))
+    if not inst.spec.event_export.enabled:
+        # Registered while it was enabled: the aggregator would send its requests to a server that
+        # no longer serves the version, and discovery would report the group version failing.
+        alpha = children.api_service(inst, children.ALPHA_GROUP, children.ALPHA_VERSION, b"")
+        await _delete_owned(client, alpha, inst)
     for claim, existing in claims:  # last: a refused resize holds no other child back
         await _resize_claim(client, claim, existing)
 
 
-async def availability(client: KubeClient) -> tuple[str, str, str]:
-    """(status, reason, message) of the Available condition: both APIServices' own."""
+def _every(count: int) -> str:
+    return "both" if count == 2 else f"all {count}"
+
+
+async def availability(client: KubeClient, names: Sequence[str]) -> tuple[str, str, str]:
+    """(status, reason, message) of the Available condition: the APIServices' own (`names`)."""
     states = []
-    for name in children.APISERVICE_NAMES:
+    for name in names:
         obj = await client.get_or_none(_apiservice_path(name))
         conditions = (obj or {}).get("status", {}).get("conditions", [])
         state: JSON = next((c for c in conditions if c.get("type") == "Available"), {})
         states.append((name, str(state.get("status", "Unknown")), str(state.get("message", ""))))
     if all(status == "True" for _, status, _ in states):
-        return "True", "APIServicesAvailable", "both APIServices are Available"
+        return "True", "APIServicesAvailable", f"{_every(len(states))} APIServices are Available"
     missing = "; ".join(
         f"{name}: {message or status}" for name, status, message in states if status != "True"
     )
@@ -337,7 +346,7 @@ async def reconcile(
     outcome.certificates = await certificates(client, inst, now, apiservices)
     outcome.actions += outcome.certificates.actions
     await apply_children(client, inst, outcome.certificates.ca_bundle)
-    outcome.available = await availability(client)
+    outcome.available = await availability(client, children.apiservice_names(inst))
     return outcome
 
 
@@ -355,7 +364,7 @@ async def remove_children(client: KubeClient, inst: Installation) -> list[str]:
         with contextlib.suppress(KeyError):  # never written by this process
             metrics.CERTIFICATE_EXPIRATION.remove(inst.owner, certificate)
     removed = []
-    fixed = [*children.api_services(inst, b""), *children.rbac(inst)]
+    fixed = [*children.api_services(inst, b"", every=True), *children.rbac(inst)]
     for obj in fixed:
         if await _delete_owned(client, obj, inst):
             removed.append(f"{obj['kind']} {obj['metadata']['name']}")

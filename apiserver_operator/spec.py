@@ -110,6 +110,12 @@ class APIServiceSettings(_Model):
     version_priority: int = Field(default=15, ge=1, le=1000)
 
 
+class EventExportSettings(_Model):
+    # Serve events.core.io/v1alpha1 (EventExport, docs/event-export.md): the server's
+    # --runtime-config and the APIService v1alpha1.events.core.io. Off: an alpha version.
+    enabled: bool = False
+
+
 class Resources(_Model):
     requests: dict[str, str] = {"cpu": "100m", "memory": "128Mi"}
     limits: dict[str, str] = {"memory": "512Mi"}
@@ -156,6 +162,7 @@ class InstallationSpec(_Model):
     certificates: Certificates = Certificates()
     event_retention: EventRetention = EventRetention()
     api_service: APIServiceSettings = APIServiceSettings()
+    event_export: EventExportSettings = EventExportSettings()
     resources: Resources = Resources()
     pod: PodSettings = PodSettings()
     service: ServiceSettings = ServiceSettings()

@@ -75,7 +75,7 @@ def _attributes(pairs: dict[str, object]) -> Iterator[KeyValue]:
             yield KeyValue(key=key, value=AnyValue(string_value=str(value)))
 
 
-def _occurred(event: JSON) -> int:
+def occurred_nanos(event: JSON) -> int:
     """When the Event's latest occurrence was: its series' last observation, else its eventTime,
     else the deprecated timestamps, else its creation."""
     series = event.get("series") or {}
@@ -112,7 +112,7 @@ def log_record(item: JSON, observed: int) -> LogRecord:
         "k8s.event.count": count if isinstance(count, int) else None,
     }
     return LogRecord(
-        time_unix_nano=_occurred(event),
+        time_unix_nano=occurred_nanos(event),
         observed_time_unix_nano=observed,
         severity_number=SEVERITY.get(kind, SeverityNumber.SEVERITY_NUMBER_UNSPECIFIED),
         severity_text=kind,

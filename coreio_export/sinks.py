@@ -21,12 +21,14 @@ from apiserver.resources.eventexport import (
     STDOUT,
     JSONLinesSink,
     KafkaSink,
+    LokiSink,
     OTLPSink,
     Sink,
     WebhookSink,
 )
 from coreio_export.connection import Api, ApiError
 from coreio_export.kafka import Kafka, KafkaSendError, producer_settings
+from coreio_export.loki import Loki, LokiError
 from coreio_export.otlp import OTLPGRPC, OTLPHTTP, OTLPError
 from coreio_export.records import cloud_event
 
@@ -197,6 +199,24 @@ class KafkaTopic:
         await self.kafka.close()
 
 
+class LokiPush:
+    """Records pushed to Loki (coreio_export.loki)."""
+
+    name = "loki"
+
+    def __init__(self, sink: LokiSink, headers: dict[str, str]) -> None:
+        self.loki = Loki(sink, headers, trusted(sink.caBundle, "loki sink"))
+
+    async def send(self, batch: list[JSON]) -> None:
+        try:
+            await self.loki.send(batch)
+        except LokiError as exc:
+            raise SinkError(str(exc)) from None
+
+    async def close(self) -> None:
+        await self.loki.close()
+
+
 async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> RecordSink:
     if sink.jsonLines is not None:
         return JSONLines(sink.jsonLines)
@@ -204,13 +224,15 @@ async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> Re
         sasl = sink.kafka.saslFrom
         values = await secret_headers(api, namespace, sasl.name, "saslFrom") if sasl is not None else {}
         return KafkaTopic(sink.kafka, values, f"{namespace}/{sasl.name if sasl else ''}")
-    given = sink.webhook or sink.otlp
+    given = sink.webhook or sink.otlp or sink.loki
     assert given is not None  # validation: exactly one sink
     headers: dict[str, str] = {}
     if given.headersFrom is not None:
         headers = await secret_headers(api, namespace, given.headersFrom.name)
     if sink.otlp is not None:
         return OTLP(sink.otlp, headers)
+    if sink.loki is not None:
+        return LokiPush(sink.loki, headers)
     assert sink.webhook is not None
     return Webhook(sink.webhook, headers, one_per_request=batch_size == 1)
 

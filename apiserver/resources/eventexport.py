@@ -65,7 +65,9 @@ WEBHOOK_FORMATS = ["CloudEvents", "JSON"]
 # OTEL_EXPORTER_OTLP_PROTOCOL's values for the two transports collectors receive on.
 OTLP_PROTOCOLS = ["grpc", "http/protobuf"]
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"  # the OpenTelemetry exporters' default
-SINKS = ("webhook", "jsonLines", "otlp", "kafka")
+SINKS = ("webhook", "jsonLines", "otlp", "kafka", "loki")
+# A Loki (Cortex) tenant ID: what its X-Scope-OrgID may hold.
+LOKI_TENANT = re.compile(r"[a-zA-Z0-9!._*'()-]{1,150}")
 # A Kafka topic's name, as Kafka's Topic.validate checks it.
 KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 SERIES_MODES = ["Changes", "Every"]
@@ -179,6 +181,24 @@ class KafkaSink(BaseModel):
     )
 
 
+class LokiSink(BaseModel):
+    """Records pushed to Grafana Loki (its push API), streams labelled by namespace and type."""
+
+    url: Annotated[str, Go()] = Field(
+        description="Loki's http or https base URL: /loki/api/v1/push is appended to its path."
+    )
+    tenant: Annotated[str, _OPTIONAL] = Field(
+        default="", description="The tenant (X-Scope-OrgID) of a multi-tenant Loki; empty: none sent."
+    )
+    headersFrom: Annotated[SecretReference | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None,
+        description="A Secret whose keys and values are sent as headers (an Authorization, say).",
+    )
+    caBundle: Annotated[str, _OPTIONAL] = Field(
+        default="", description="PEM certificates that verify an https Loki; empty: the system's roots."
+    )
+
+
 class Sink(BaseModel):
     """Where the records go: exactly one of the fields."""
 
@@ -193,6 +213,9 @@ class Sink(BaseModel):
     )
     kafka: Annotated[KafkaSink | None, Go(omitempty=True, pointer=True)] = Field(
         default=None, description="A Kafka topic."
+    )
+    loki: Annotated[LokiSink | None, Go(omitempty=True, pointer=True)] = Field(
+        default=None, description="Grafana Loki."
     )
 
 
@@ -516,6 +539,15 @@ def validate_json_lines(sink: JSON, path: str) -> list[FieldError]:
     return errs
 
 
+def validate_loki(loki: JSON, path: str) -> list[FieldError]:
+    errs = validate_url(_s(loki, "url"), f"{path}.url")
+    tenant = _s(loki, "tenant")
+    if tenant and (not LOKI_TENANT.fullmatch(tenant) or tenant in (".", "..")):
+        words = "must be 1 to 150 letters, digits or !-_.*'() and not . or .."
+        errs.append(invalid(f"{path}.tenant", tenant, words))
+    return errs + validate_headers_from(loki, path)
+
+
 def validate_sink(sink: JSON) -> list[FieldError]:
     given = [name for name in SINKS if isinstance(sink.get(name), dict)]
     if len(given) != 1:
@@ -531,6 +563,8 @@ def validate_sink(sink: JSON) -> list[FieldError]:
         return validate_otlp(_d(sink, "otlp"), "spec.sink.otlp")
     if given == ["kafka"]:
         return validate_kafka(_d(sink, "kafka"), "spec.sink.kafka")
+    if given == ["loki"]:
+        return validate_loki(_d(sink, "loki"), "spec.sink.loki")
     return validate_json_lines(_d(sink, "jsonLines"), "spec.sink.jsonLines")
 
 
@@ -635,7 +669,12 @@ def exported_namespaces(obj: JSON) -> list[str]:
 def secrets_read(obj: JSON) -> list[str]:
     """The Secrets (of its own namespace) whose values `obj`'s exporter reads."""
     sink = _d(_d(obj, "spec"), "sink")
-    read = (("webhook", "headersFrom"), ("otlp", "headersFrom"), ("kafka", "saslFrom"))
+    read = (
+        ("webhook", "headersFrom"),
+        ("otlp", "headersFrom"),
+        ("kafka", "saslFrom"),
+        ("loki", "headersFrom"),
+    )
     names = (_s(_d(_d(sink, kind), field), "name") for kind, field in read)
     return [name for name in names if name]
 

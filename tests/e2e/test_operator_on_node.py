@@ -54,6 +54,7 @@ VALUES = {
             "storage": {"type": "sqlite"},
             "certificates": {"caLifetime": "1h", "servingLifetime": "40s", "renewAtPercent": 50},
             "eventRetention": {"maxAge": "1h", "interval": "2s"},
+            "eventExport": {"enabled": True},
         }
     },
 }
@@ -104,6 +105,18 @@ def test_the_chart_installs_and_the_operator_reconciles(on_node: OnNode) -> None
     # A bare `kubectl get rolebindings` keeps meaning the built-in group.
     resolved = on_node.cluster.run("get", "rolebindings", "-A", "-o", "name").stdout
     assert "rolebinding.rbac.authorization.k8s.io/" in resolved
+    # spec.eventExport.enabled: the alpha version is served and reached through the aggregator.
+    export = {
+        "apiVersion": "events.core.io/v1alpha1",
+        "kind": "EventExport",
+        "metadata": {"name": "to-stdout", "namespace": "second"},
+        "spec": {"sink": {"jsonLines": {"path": "-"}}},
+    }
+    on_node.cluster.apply(export)
+    table = on_node.cluster.run("get", "eventexports", "-n", "second").stdout.splitlines()
+    assert table[0].split() == ["NAME", "SINK", "POSITION", "LAG", "READY", "AGE"]
+    assert table[1].split()[:2] == ["to-stdout", "jsonLines"]
+    on_node.cluster.run("delete", "eventexport", "to-stdout", "-n", "second")
 
 
 # (verb, resource, namespace or "", allowed): what the operator's own token may do, as

@@ -428,7 +428,7 @@ OPERATOR_GRANTS = {
     *grants("operator.core.io", ["installations"], ["get", "list", "watch", "patch", "update"]),
     *grants("operator.core.io", ["installations/status"], ["get", "patch", "update"]),
     *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
-    *grants("apiregistration.k8s.io", ["apiservices"], BY_NAME, children.APISERVICE_NAMES),
+    *grants("apiregistration.k8s.io", ["apiservices"], BY_NAME, children.ALL_APISERVICE_NAMES),
     *grants(RBAC, ["clusterroles"], BY_NAME, (children.CLUSTER_ROLE, ACCESS_REVIEWER)),
     *grants(
         RBAC,

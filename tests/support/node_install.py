@@ -34,7 +34,8 @@ CHART = ROOT / "charts" / "coreio"
 NS = "coreio-system"
 REPOSITORY = "coreio.invalid/coreio"
 TAG = "node"
-APISERVICES = ("v1.rbac.authorization.core.io", "v1.events.core.io")
+# The last only where installation.spec.eventExport.enabled (as test_operator_on_node's values).
+APISERVICES = ("v1.rbac.authorization.core.io", "v1.events.core.io", "v1alpha1.events.core.io")
 OPERATOR = "coreio-coreio-operator"  # the chart's operator Deployment for the release `coreio`
 # What the operator writes outside the Installation's namespace (besides the APIServices).
 CLUSTER_CHILDREN = [

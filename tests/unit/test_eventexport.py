@@ -179,6 +179,14 @@ def test_defaults_are_set_on_decode() -> None:
             ("spec.sink.kafka.saslFrom.name", "FieldValueInvalid", "RFC 1123"),
         ),
         (
+            {"sink": {"loki": {"url": "loki:3100"}}},
+            ("spec.sink.loki.url", "FieldValueInvalid", "must be an absolute http or https URL"),
+        ),
+        (
+            {"sink": {"loki": {"url": "http://loki:3100", "tenant": "team a"}}},
+            ("spec.sink.loki.tenant", "FieldValueInvalid", "must be 1 to 150 letters"),
+        ),
+        (
             {"sink": {"jsonLines": {"path": "-", "maxSizeMiB": 10}}},
             ("spec.sink.jsonLines.maxSizeMiB", "FieldValueForbidden", "standard output is not rotated"),
         ),
@@ -210,6 +218,11 @@ def test_otlp_defaults_to_http_protobuf_and_its_secret_is_a_right_its_author_nee
     kafka = export(sink={"kafka": {"brokers": ["k:9092"], "topic": "e", "saslFrom": {"name": "sasl"}}})
     assert errors(kafka) == []
     assert (secrets_read(decoded(kafka)), sink_name(decoded(kafka))) == (["sasl"], "kafka")
+    loki = export(
+        sink={"loki": {"url": "https://logs.example/base", "tenant": "team-a", "headersFrom": {"name": "l"}}}
+    )
+    assert errors(loki) == []
+    assert (secrets_read(decoded(loki)), sink_name(decoded(loki))) == (["l"], "loki")
 
 
 def test_a_webhook_url_is_required_and_the_sink_too() -> None:

@@ -18,6 +18,7 @@ from aiohttp import web
 from apiserver import pki
 from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, OTLPSink, WebhookSink
 from coreio_export.kafka import message, producer_settings
+from coreio_export.loki import push_body
 from coreio_export.otlp import export_request
 from coreio_export.sinks import OTLP, JSONLines, KafkaTopic, SinkError, Webhook, secret_headers
 from tests.support.exporter import read_lines
@@ -181,3 +182,20 @@ def test_a_kafka_message_is_keyed_by_namespace_with_the_dedup_key_in_its_headers
         item,
         [("dedupKey", b"u1/7"), ("type", b"DELETED")],
     )
+
+
+def test_a_loki_push_groups_records_by_namespace_and_type_in_order() -> None:
+    def item(i: int, ns: str, kind: str) -> dict[str, Any]:
+        event = {"metadata": {"namespace": ns}, "type": kind, "eventTime": f"2026-11-27T10:00:0{i}.000000Z"}
+        return {"dedupKey": f"u/{i}", "type": "ADDED", "resourceVersion": str(i), "event": event}
+
+    batch = [item(0, "a", "Normal"), item(1, "b", "Normal"), item(2, "a", "Normal"), item(3, "a", "Warning")]
+    streams = push_body(batch)["streams"]
+    assert [s["stream"] for s in streams] == [
+        {"job": "coreio-export", "namespace": ns, "type": kind}
+        for ns, kind in (("a", "Normal"), ("b", "Normal"), ("a", "Warning"))
+    ]
+    first = streams[0]["values"]
+    assert [v[2] for v in first] == [{"dedup_key": "u/0"}, {"dedup_key": "u/2"}]
+    assert first[1][0] == "1795773602000000000"  # the Event's time, in nanoseconds, as a string
+    assert orjson.loads(first[1][1]) == batch[2]

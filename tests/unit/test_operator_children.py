@@ -38,6 +38,7 @@ SPECS: dict[str, JSON] = {
         "extraArgs": ["--event-ttl=7200"],
     },
     "etcd-plain": {"storage": {"type": "etcd", "etcd": {"endpoints": ["http://etcd:2379"], "prefix": "/x"}}},
+    "event-export": {"eventExport": {"enabled": True}},
 }
 
 
@@ -124,6 +125,32 @@ def test_api_services_trust_the_bundle_and_never_skip_verification() -> None:
         # Cluster-scoped: no namespaced owner; the annotation says whose it is.
         assert "ownerReferences" not in service["metadata"]
         assert service["metadata"]["annotations"] == {"operator.core.io/installation": "coreio-system/coreio"}
+
+
+def test_event_export_serves_and_registers_the_alpha_version_only_when_enabled() -> None:
+    off, on = _installation({}), _installation({"eventExport": {"enabled": True}})
+    assert [s["metadata"]["name"] for s in children.api_services(on, b"PEM")] == [
+        "v1.rbac.authorization.core.io",
+        "v1.events.core.io",
+        "v1alpha1.events.core.io",
+    ]
+    alpha = children.api_services(on, b"PEM")[2]["spec"]
+    assert (alpha["group"], alpha["version"], alpha["versionPriority"]) == ("events.core.io", "v1alpha1", 5)
+    assert children.apiservice_names(off) == children.APISERVICE_NAMES
+    assert "--runtime-config=events.core.io/v1alpha1=true" in children.server_args(on)
+    assert not [a for a in children.server_args(off) if a.startswith("--runtime-config")]
+
+
+async def test_the_alpha_api_service_goes_when_event_export_is_turned_off() -> None:
+    cluster, on = _Cluster(), _installation({"eventExport": {"enabled": True}})
+    alpha = "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.events.core.io"
+    await reconcile.apply_children(cluster, on, b"PEM")
+    assert alpha in cluster.objects
+    await reconcile.apply_children(cluster, _installation({}), b"PEM")
+    assert alpha not in cluster.objects
+    await reconcile.apply_children(cluster, on, b"PEM")
+    assert "APIService v1alpha1.events.core.io" in await reconcile.remove_children(cluster, on)
+    assert alpha not in cluster.objects
 
 
 def test_serving_hosts_name_the_service() -> None:
