@@ -1,13 +1,15 @@
-"""coreio-export's figures (issue 25), on each storage and for each sink:
+"""coreio-export's figures (issue 25), on each storage and for each sink, into the real receiving
+software where the tests run one (bench/sinks.py: the OpenTelemetry Collector over OTLP/gRPC, a
+Kafka broker, Loki):
 
-    .venv/bin/python -m bench.export                 # both storages, both sinks (about 4 minutes)
-    .venv/bin/python -m bench.export --storage sqlite --backlog 50000
+    .venv/bin/python -m bench.export                 # both storages, every sink (about 10 minutes)
+    .venv/bin/python -m bench.export --storage sqlite --sinks jsonLines,kafka --backlog 50000
 
 - catch-up: `--backlog` Events written while the exporter is stopped, then the records a second it
   delivers from its start until its position reaches the newest revision (its start included);
 - latency: Events written at `--rate` a second for `--seconds` while it runs; each Event's receipt
-  by the sink (the webhook receiver's, or a reader polling the JSON-lines file every 5 ms) minus
-  the writer's acknowledgement, p50 and p99 (batches of 100 sent after 100 ms at most);
+  at the receiving end (bench/sinks.py says how each is seen) minus the writer's acknowledgement,
+  p50 and p99 (batches of 100 sent after 100 ms at most);
 - a kill: the same load again, the exporter killed with SIGKILL halfway and started again at once;
   acknowledged Events never delivered (lost) and delivered twice (duplicated) are counted.
 
@@ -22,21 +24,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import orjson
-
+from bench.sinks import SINKS, harness
 from bench.stats import percentile
 from tests.support.api import Api, event
 from tests.support.etcd import EtcdProcess
 from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, delivery, export, write_events
-from tests.support.server import ServerProcess, free_port, start_server
-from tests.support.webhook_receiver import Receiver
+from tests.support.server import ServerProcess, start_server
 
 NOT_RUN = "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here)"
 
@@ -50,38 +48,6 @@ class Row:
     p99: float
     lost: int
     duplicated: int
-
-
-class FileTail:
-    """The records of a JSON-lines file, each stamped when this reader first saw it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records: list[dict[str, Any]] = []
-        self.received_at: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._follow, daemon=True)
-        self._thread.start()
-
-    def _follow(self) -> None:
-        offset, pending = 0, b""
-        while not self._stop.wait(0.005):
-            if not self.path.exists():
-                continue
-            with self.path.open("rb") as file:
-                file.seek(offset)
-                chunk = file.read()
-            offset += len(chunk)
-            *lines, pending = (pending + chunk).split(b"\n")
-            now = time.time()
-            for line in lines:
-                record = orjson.loads(line)
-                self.received_at.setdefault(record["event"]["metadata"]["name"], now)
-                self.records.append(record)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def position(api: Api, ns: str) -> int:
@@ -105,16 +71,10 @@ def wait_position(api: Api, ns: str, target: int, limit: float = 300.0) -> float
 def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Namespace, scratch: Path) -> Row:
     api = Api(server)
     ns = f"bench-{sink.lower()}-{time.monotonic_ns() % 100000}"
-    receiver = Receiver(free_port())
-    path = scratch / f"{storage}-{sink}.jsonl"
-    target: dict[str, Any] = (
-        {"webhook": {"url": receiver.url}} if sink == "webhook" else {"jsonLines": {"path": str(path)}}
-    )
-    body = export("bench", target, batch={"maxEvents": 100, "maxWait": "100ms"})
+    end = harness(sink, scratch / f"{storage}-{sink}")
+    body = export("bench", end.target(), batch={"maxEvents": 100, "maxWait": "100ms"})
     assert api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body).status == 201
-    if sink == "webhook":
-        receiver.start()
-    tail = FileTail(path) if sink == "jsonLines" else None
+    end.start()
     exporter = ExporterProcess(server, ns, "bench", scratch / f"{storage}-{sink}.log")
     try:
         exporter.start()
@@ -128,7 +88,7 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
         catch_up = load_rate(len(load.events), began, wait_position(api, ns, newest(api)))
         paced = asyncio.run(write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="p"))
         wait_position(api, ns, newest(api))
-        received = tail.received_at if tail else receiver.received_at
+        received = end.received_at()
         latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
         killed = asyncio.run(
             write_events(
@@ -142,8 +102,8 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
         )
         wait_position(api, ns, newest(api))
         exporter.stop()
-        time.sleep(0.1)  # the tail's last poll
-        records = tail.records if tail else receiver.records
+        time.sleep(0.2)  # the receiving end's last poll
+        records = end.records()
         got = delivery([r for r in records if r["event"]["metadata"]["name"].startswith("k-")])
         acked = {name for _, name, _, _ in killed.events}
         lost = len(acked - {r["event"]["metadata"]["name"] for r in got.first.values()})
@@ -158,9 +118,7 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
         )
     finally:
         exporter.stop()
-        receiver.stop()
-        if tail:
-            tail.stop()
+        end.stop()
 
 
 def load_rate(count: int, began: float, ended: float) -> float:
@@ -187,7 +145,7 @@ def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
     server = start_server(scratch / storage, flags)
     try:
         Api(server).post("/apis/events.core.io/v1/namespaces/warm/events", event("warm", "warm"))
-        return [measure(server, storage, sink, args, scratch) for sink in ("jsonLines", "webhook")]
+        return [measure(server, storage, sink, args, scratch) for sink in args.sinks.split(",")]
     finally:
         server.stop()
         if etcd is not None:
@@ -215,6 +173,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=20_000, help="Events written while it is stopped")
     parser.add_argument("--rate", type=float, default=500.0, help="Events a second while it runs")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each paced load lasts")
+    parser.add_argument("--sinks", default=",".join(SINKS), help=f"comma-separated, of {', '.join(SINKS)}")
     args = parser.parse_args()
     storages = ["sqlite", "etcd"] if args.storage == "both" else [args.storage]
     with tempfile.TemporaryDirectory(prefix="coreio-bench-export-") as scratch:

@@ -25,7 +25,8 @@ from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import record
 from coreio_export.selection import Selection
-from coreio_export.sinks import RecordSink, SinkError, open_sink, sink_name
+from coreio_export.sinkbase import RecordSink, SinkError
+from coreio_export.sinks import open_sink, sink_name
 from coreio_export.specwatch import spec_changed
 from coreio_export.target import ExportGone, Target
 

@@ -16,13 +16,10 @@ from aiokafka.errors import KafkaError
 
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import KafkaSink
+from coreio_export.sinkbase import SinkError
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 REQUEST_TIMEOUT_MS = 30_000
-
-
-class KafkaSendError(Exception):
-    """The brokers did not take the batch (the sink's SinkError carries the words)."""
 
 
 def producer_settings(
@@ -79,7 +76,7 @@ class Kafka:
                 await producer.start()
             except KafkaError as exc:
                 await producer.stop()
-                raise KafkaSendError(f"Kafka {self.settings['bootstrap_servers']}: {exc}") from None
+                raise SinkError(f"Kafka {self.settings['bootstrap_servers']}: {exc}") from None
             self.producer = producer
         return self.producer
 
@@ -94,8 +91,16 @@ class Kafka:
         except KafkaError as exc:
             self.producer = None
             await producer.stop()
-            raise KafkaSendError(f"Kafka topic {self.topic}: {exc}") from None
+            raise SinkError(f"Kafka topic {self.topic}: {exc}") from None
 
     async def close(self) -> None:
         if self.producer is not None:
             await self.producer.stop()
+
+
+def kafka_sink(sink: KafkaSink, sasl: dict[str, str], context: ssl.SSLContext | None, where: str) -> Kafka:
+    """The sink (`context`: TLS, None for plaintext); `sasl` the Secret `where` names."""
+    try:
+        return Kafka(sink, producer_settings(sink, sasl, context))
+    except ValueError as exc:
+        raise SinkError(f"the Secret {where} of saslFrom cannot be used: {exc}") from None

@@ -22,16 +22,13 @@ import orjson
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import LokiSink
 from coreio_export.otlp import occurred_nanos
+from coreio_export.sinkbase import SinkError
 
 log = logging.getLogger("coreio.export")
 
 PUSH_PATH = "/loki/api/v1/push"
 JOB = "coreio-export"
 TIMEOUT = aiohttp.ClientTimeout(total=30.0)
-
-
-class LokiError(Exception):
-    """Loki did not take the batch and it is to be sent again (the sink's SinkError carries the words)."""
 
 
 def push_body(batch: list[JSON]) -> JSON:
@@ -70,12 +67,12 @@ class Loki:
             async with self.session.post(self.url, data=body, headers=self.headers, ssl=self.ssl) as answer:
                 said = (await answer.read()).decode(errors="replace").strip()
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
-            raise LokiError(f"POST {self.url}: {exc or type(exc).__name__}") from None
+            raise SinkError(f"POST {self.url}: {exc or type(exc).__name__}") from None
         if 200 <= answer.status < 300:
             return
         first = said.splitlines()[0][:300] if said else ""
         if answer.status == 429 or answer.status >= 500:
-            raise LokiError(f"POST {self.url}: {answer.status}{': ' + first if first else ''}")
+            raise SinkError(f"POST {self.url}: {answer.status}{': ' + first if first else ''}")
         log.error("Loki refused a batch of %d records for good (%d): %s", len(batch), answer.status, first)
 
     async def close(self) -> None:

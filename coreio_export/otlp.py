@@ -29,6 +29,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import OTLPSink
+from coreio_export.sinkbase import RecordSink, SinkError
 
 log = logging.getLogger("coreio.export")
 
@@ -47,10 +48,6 @@ OBJECT_ATTRIBUTES = {
     "apiVersion": "k8s.object.api_version",
     "resourceVersion": "k8s.object.resource_version",
 }
-
-
-class OTLPError(Exception):
-    """The collector did not take the batch (the sink's SinkError carries the words)."""
 
 
 def _nanos(text: object) -> int:
@@ -170,9 +167,9 @@ class OTLPHTTP:
             async with self.session.post(self.url, data=body, headers=self.headers, ssl=self.ssl) as answer:
                 content = await answer.read()
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
-            raise OTLPError(f"POST {self.url}: {exc or type(exc).__name__}") from None
+            raise SinkError(f"POST {self.url}: {exc or type(exc).__name__}") from None
         if not 200 <= answer.status < 300:
-            raise OTLPError(f"POST {self.url}: {answer.status} {answer.reason or ''}".rstrip())
+            raise SinkError(f"POST {self.url}: {answer.status} {answer.reason or ''}".rstrip())
         if answer.content_type == PROTOBUF and content:
             _rejected(ExportLogsServiceResponse.FromString(content), self.url)
 
@@ -208,8 +205,15 @@ class OTLPGRPC:
                 export_request(batch), timeout=TIMEOUT_SECONDS, metadata=self.metadata or None
             )
         except grpc.aio.AioRpcError as exc:
-            raise OTLPError(f"OTLP gRPC {self.target}: {exc.code().name}: {exc.details()}") from None
+            raise SinkError(f"OTLP gRPC {self.target}: {exc.code().name}: {exc.details()}") from None
         _rejected(response, self.target)
 
     async def close(self) -> None:
         await self.channel.close()
+
+
+def otlp_sink(sink: OTLPSink, headers: dict[str, str], context: ssl.SSLContext | bool) -> RecordSink:
+    """The sink's transport: gRPC, or HTTP with protobuf bodies (`context`: its TLS trust)."""
+    if sink.protocol == "grpc":
+        return OTLPGRPC(sink, headers, sink.caBundle.encode() if sink.caBundle else None)
+    return OTLPHTTP(sink, headers, context)

@@ -1,6 +1,6 @@
-"""The sinks a batch of records goes to. A sink's `send` returns once the receiver has the batch
-(a 2xx answer; the lines written and synced to the file) and raises SinkError otherwise: the
-exporter advances its position only after `send` returned."""
+"""The sink an export names, opened (`open_sink`): JSON lines (written and synced to the file) and
+webhooks (a 2xx answer) here; OTLP, Kafka and Loki in modules of their own. Each is a RecordSink
+(coreio_export.sinkbase): the exporter advances its position only after `send` returned."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import ssl
 import sys
 from pathlib import Path
-from typing import Protocol
 
 import aiohttp
 import orjson
@@ -20,34 +19,20 @@ from apiserver.resources.eventexport import (
     SINKS,
     STDOUT,
     JSONLinesSink,
-    KafkaSink,
-    LokiSink,
-    OTLPSink,
     Sink,
     WebhookSink,
 )
 from coreio_export.connection import Api, ApiError
-from coreio_export.kafka import Kafka, KafkaSendError, producer_settings
-from coreio_export.loki import Loki, LokiError
-from coreio_export.otlp import OTLPGRPC, OTLPHTTP, OTLPError
+from coreio_export.kafka import kafka_sink
+from coreio_export.loki import Loki
+from coreio_export.otlp import otlp_sink
 from coreio_export.records import cloud_event
+from coreio_export.sinkbase import RecordSink, SinkError
 
 MIB = 1 << 20
 WEBHOOK_TIMEOUT = aiohttp.ClientTimeout(total=30.0)
 CONTENT_TYPES = {"JSON": "application/json", "CloudEvents": "application/cloudevents-batch+json"}
 ONE_CLOUDEVENT = "application/cloudevents+json"
-
-
-class SinkError(Exception):
-    """The sink did not take the batch; the exporter retries it."""
-
-
-class RecordSink(Protocol):
-    name: str
-
-    async def send(self, batch: list[JSON]) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class JSONLines:
@@ -153,86 +138,23 @@ def tls_context(bundle: str, sink: str) -> ssl.SSLContext:
         raise SinkError(f"the {sink}'s caBundle holds no usable certificate: {exc}") from None
 
 
-class OTLP:
-    """Records as OpenTelemetry log records to a collector (coreio_export.otlp), over HTTP or gRPC."""
-
-    name = "otlp"
-
-    def __init__(self, sink: OTLPSink, headers: dict[str, str]) -> None:
-        context = trusted(sink.caBundle, "otlp sink")
-        if sink.protocol == "grpc":
-            roots = sink.caBundle.encode() if sink.caBundle else None
-            self.transport: OTLPHTTP | OTLPGRPC = OTLPGRPC(sink, headers, roots)
-        else:
-            self.transport = OTLPHTTP(sink, headers, context)
-
-    async def send(self, batch: list[JSON]) -> None:
-        try:
-            await self.transport.send(batch)
-        except OTLPError as exc:
-            raise SinkError(str(exc)) from None
-
-    async def close(self) -> None:
-        await self.transport.close()
-
-
-class KafkaTopic:
-    """Records as messages of a Kafka topic (coreio_export.kafka)."""
-
-    name = "kafka"
-
-    def __init__(self, sink: KafkaSink, sasl: dict[str, str], where: str) -> None:
-        context = tls_context(sink.caBundle, "kafka sink") if sink.tls else None
-        try:
-            settings = producer_settings(sink, sasl, context)
-        except ValueError as exc:
-            raise SinkError(f"the Secret {where} of saslFrom cannot be used: {exc}") from None
-        self.kafka = Kafka(sink, settings)
-
-    async def send(self, batch: list[JSON]) -> None:
-        try:
-            await self.kafka.send(batch)
-        except KafkaSendError as exc:
-            raise SinkError(str(exc)) from None
-
-    async def close(self) -> None:
-        await self.kafka.close()
-
-
-class LokiPush:
-    """Records pushed to Loki (coreio_export.loki)."""
-
-    name = "loki"
-
-    def __init__(self, sink: LokiSink, headers: dict[str, str]) -> None:
-        self.loki = Loki(sink, headers, trusted(sink.caBundle, "loki sink"))
-
-    async def send(self, batch: list[JSON]) -> None:
-        try:
-            await self.loki.send(batch)
-        except LokiError as exc:
-            raise SinkError(str(exc)) from None
-
-    async def close(self) -> None:
-        await self.loki.close()
-
-
 async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> RecordSink:
     if sink.jsonLines is not None:
         return JSONLines(sink.jsonLines)
     if sink.kafka is not None:
         sasl = sink.kafka.saslFrom
         values = await secret_headers(api, namespace, sasl.name, "saslFrom") if sasl is not None else {}
-        return KafkaTopic(sink.kafka, values, f"{namespace}/{sasl.name if sasl else ''}")
+        context = tls_context(sink.kafka.caBundle, "kafka sink") if sink.kafka.tls else None
+        return kafka_sink(sink.kafka, values, context, f"{namespace}/{sasl.name if sasl else ''}")
     given = sink.webhook or sink.otlp or sink.loki
     assert given is not None  # validation: exactly one sink
     headers: dict[str, str] = {}
     if given.headersFrom is not None:
         headers = await secret_headers(api, namespace, given.headersFrom.name)
     if sink.otlp is not None:
-        return OTLP(sink.otlp, headers)
+        return otlp_sink(sink.otlp, headers, trusted(sink.otlp.caBundle, "otlp sink"))
     if sink.loki is not None:
-        return LokiPush(sink.loki, headers)
+        return Loki(sink.loki, headers, trusted(sink.loki.caBundle, "loki sink"))
     assert sink.webhook is not None
     return Webhook(sink.webhook, headers, one_per_request=batch_size == 1)
 

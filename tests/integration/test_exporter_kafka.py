@@ -19,7 +19,9 @@ import orjson
 import pytest
 
 from apiserver.resources.eventexport import KafkaSink
-from coreio_export.sinks import KafkaTopic, SinkError
+from coreio_export.kafka import Kafka, kafka_sink
+from coreio_export.sinkbase import SinkError
+from coreio_export.sinks import tls_context
 from tests.support.api import Api
 from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
 from tests.support.kafka_broker import PASSWORD, USER, KafkaBroker
@@ -108,7 +110,7 @@ def records(prefix: str, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def produced(sink: KafkaTopic, batch: list[dict[str, Any]]) -> None:
+def produced(sink: Kafka, batch: list[dict[str, Any]]) -> None:
     async def send() -> None:
         try:
             await sink.send(batch)
@@ -122,10 +124,10 @@ def test_the_sink_produces_over_tls_trusting_its_ca_bundle(secured: KafkaBroker)
     assert secured.ca is not None
     bundle = secured.ca.cert_pem.decode()
     sink = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True, caBundle=bundle)
-    produced(KafkaTopic(sink, {}, ""), records("tls", 5))
+    produced(kafka_sink(sink, {}, tls_context(bundle, "kafka sink"), ""), records("tls", 5))
     untrusted = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True)
     with pytest.raises(SinkError, match="Kafka"):  # the system's roots do not know the broker's CA
-        produced(KafkaTopic(untrusted, {}, ""), records("untrusted", 1))
+        produced(kafka_sink(untrusted, {}, tls_context("", "kafka sink"), ""), records("untrusted", 1))
     keys = [dict(m.headers)["dedupKey"] for m in secured.read(TOPIC, 5)]
     assert [k.decode() for k in keys] == [f"tls/{i}" for i in range(5)]
 
@@ -133,10 +135,10 @@ def test_the_sink_produces_over_tls_trusting_its_ca_bundle(secured: KafkaBroker)
 def test_the_sink_authenticates_with_sasl_plain_from_its_secret(secured: KafkaBroker) -> None:
     sink = KafkaSink(brokers=[f"127.0.0.1:{secured.sasl_port}"], topic=TOPIC)
     secret = {"mechanism": "PLAIN", "username": USER, "password": PASSWORD}
-    produced(KafkaTopic(sink, secret, "shop/sasl"), records("sasl", 3))
+    produced(kafka_sink(sink, secret, None, "shop/sasl"), records("sasl", 3))
     wrong = secret | {"password": "not-it"}
     with pytest.raises(SinkError, match="Kafka"):
-        produced(KafkaTopic(sink, wrong, "shop/sasl"), records("refused", 1))
+        produced(kafka_sink(sink, wrong, None, "shop/sasl"), records("refused", 1))
     taken = [dict(m.headers)["dedupKey"].decode() for m in secured.read(TOPIC, 8)]
     assert [k for k in taken if k.startswith("sasl/")] == ["sasl/0", "sasl/1", "sasl/2"]
     assert not [k for k in taken if k.startswith(("refused/", "untrusted/"))]

@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from apiserver import pki
 from tests.support.kafka_build import ensure_kafka
 from tests.support.server import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import stopped, wait_until
 
 PROPERTIES = """\
 process.roles=broker,controller
@@ -138,13 +138,7 @@ class KafkaBroker:
         return asyncio.run(_consume(self.bootstrap, topic, count, timeout))
 
     def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stopped(self._process)
 
 
 async def _consume(bootstrap: str, topic: str, count: int, seconds: float) -> list[Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.support.loki_build import ensure_loki
 from tests.support.server import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import stopped, wait_until
 
 CONFIG = """\
 auth_enabled: false
@@ -111,10 +111,4 @@ class LokiServer:
         return sorted(found, key=lambda entry: entry[1])
 
     def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stopped(self._process)

@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from apiserver import pki
 from tests.support.otelcol_build import ensure_collector
 from tests.support.server import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import stopped, wait_until
 
 CONFIG = """\
 receivers:
@@ -104,6 +105,7 @@ class Collector:
     grpc_port: int = field(default_factory=free_port)
     http_port: int = field(default_factory=free_port)
     received: list[LogRecord] = field(default_factory=list)
+    first: dict[str, float] = field(default_factory=dict)  # Event name -> first receipt (Unix time)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _receiver: ThreadingHTTPServer | None = None
     _process: subprocess.Popen[bytes] | None = None
@@ -164,9 +166,11 @@ class Collector:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                taken = records(json.loads(body))
+                taken, now = records(json.loads(body)), time.time()
                 with collector._lock:
                     collector.received += taken
+                    for record in taken:
+                        collector.first.setdefault(str(record.attributes.get("k8s.event.name", "")), now)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", "2")
@@ -184,14 +188,12 @@ class Collector:
         with self._lock:
             return list(self.received)
 
+    def first_seen(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.first)
+
     def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stopped(self._process)
         if self._receiver is not None:
             self._receiver.shutdown()
             self._receiver.server_close()

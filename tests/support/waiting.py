@@ -111,3 +111,15 @@ def _timed_out(timeout: float, message: Message, last: object) -> AssertionError
     if last is None or isinstance(last, bool):
         return AssertionError(said)
     return AssertionError(f"{said} (last: {last!r})")
+
+
+def stopped(process: subprocess.Popen[bytes] | None, timeout: float = 30.0) -> None:
+    """SIGTERM to `process` (if any), then its end awaited; SIGKILL once `timeout` has passed."""
+    if process is None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

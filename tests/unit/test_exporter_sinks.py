@@ -9,18 +9,20 @@ import base64
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
 from aiohttp import web
 
 from apiserver import pki
-from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, OTLPSink, WebhookSink
-from coreio_export.kafka import message, producer_settings
+from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, OTLPSink, Sink, WebhookSink
+from coreio_export.connection import Api
+from coreio_export.kafka import kafka_sink, message, producer_settings
 from coreio_export.loki import push_body
 from coreio_export.otlp import export_request
-from coreio_export.sinks import OTLP, JSONLines, KafkaTopic, SinkError, Webhook, secret_headers
+from coreio_export.sinkbase import SinkError
+from coreio_export.sinks import JSONLines, Webhook, open_sink, secret_headers
 from tests.support.exporter import read_lines
 
 NOTE = "x" * 1000
@@ -147,7 +149,8 @@ def test_an_otlp_record_of_a_series_is_dated_by_its_last_observation_and_counts_
 
 async def test_an_otlp_sink_with_a_bad_ca_bundle_is_one_error() -> None:
     with pytest.raises(SinkError, match="otlp sink's caBundle holds no usable certificate"):
-        OTLP(OTLPSink(endpoint="https://127.0.0.1:1", caBundle="not a certificate"), {})
+        sink = Sink(otlp=OTLPSink(endpoint="https://127.0.0.1:1", caBundle="not a certificate"))
+        await open_sink(sink, cast(Api, None), "shop", 100)  # no Secret to read: no API asked
 
 
 def test_kafka_settings_follow_tls_and_the_sasl_secret() -> None:
@@ -164,9 +167,9 @@ def test_kafka_settings_follow_tls_and_the_sasl_secret() -> None:
     )
     assert producer_settings(sink, scram, None)["security_protocol"] == "SASL_PLAINTEXT"
     with pytest.raises(SinkError, match="saslFrom cannot be used: its mechanism must be one of PLAIN"):
-        KafkaTopic(sink, {"mechanism": "GSSAPI", "username": "u", "password": "p"}, "shop/sasl")
+        kafka_sink(sink, {"mechanism": "GSSAPI", "username": "u", "password": "p"}, None, "shop/sasl")
     with pytest.raises(SinkError, match="must hold a username and a password"):
-        KafkaTopic(sink, {"mechanism": "PLAIN", "username": "u"}, "shop/sasl")
+        kafka_sink(sink, {"mechanism": "PLAIN", "username": "u"}, None, "shop/sasl")
 
 
 def test_a_kafka_message_is_keyed_by_namespace_with_the_dedup_key_in_its_headers() -> None:
