@@ -25,7 +25,7 @@ from coreio_export.progress import Progress
 from coreio_export.reader import Gap, Item, Reader
 from coreio_export.records import record
 from coreio_export.selection import Selection
-from coreio_export.sinkbase import RecordSink, SinkError
+from coreio_export.sinkbase import RecordSink, SinkError, SinkRejected
 from coreio_export.sinks import open_sink, sink_name
 from coreio_export.specwatch import spec_changed
 from coreio_export.target import ExportGone, Target
@@ -239,6 +239,11 @@ class Exporter:
                 self.metrics.retry(len(batch.records))
             try:
                 await sink.send(batch.records)
+            except SinkRejected as exc:
+                log.error("%s (%d records not sent again)", exc, len(batch.records))
+                progress.failure(len(batch.records), str(exc), batch.since)
+                self.metrics.failure(len(batch.records))
+                return
             except SinkError as exc:
                 log.warning("%s (retrying)", exc)
                 progress.failure(len(batch.records), str(exc), batch.since)

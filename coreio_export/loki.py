@@ -7,11 +7,11 @@ key rides along as structured metadata (`dedup_key`). Loki drops an entry that r
 stream (same time, same line), so a replayed batch stores nothing twice.
 
 As Loki's own clients do (Promtail, Alloy), a 429 or 5xx is retried and any other 4xx is a batch
-Loki refuses for good (too old, too large, a bad label): it is logged and not sent again."""
+Loki refuses for good (too old, too large, a bad label): it is not sent again, and the export's
+status counts its records as failed and says why (SinkRejected)."""
 
 from __future__ import annotations
 
-import logging
 import ssl
 import time
 from urllib.parse import urlsplit
@@ -22,9 +22,7 @@ import orjson
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import LokiSink
 from coreio_export.otlp import occurred_nanos
-from coreio_export.sinkbase import SinkError
-
-log = logging.getLogger("coreio.export")
+from coreio_export.sinkbase import SinkError, SinkRejected
 
 PUSH_PATH = "/loki/api/v1/push"
 JOB = "coreio-export"
@@ -73,7 +71,7 @@ class Loki:
         first = said.splitlines()[0][:300] if said else ""
         if answer.status == 429 or answer.status >= 500:
             raise SinkError(f"POST {self.url}: {answer.status}{': ' + first if first else ''}")
-        log.error("Loki refused a batch of %d records for good (%d): %s", len(batch), answer.status, first)
+        raise SinkRejected(f"POST {self.url}: Loki refused the batch for good: {answer.status}: {first}")
 
     async def close(self) -> None:
         await self.session.close()

@@ -13,6 +13,11 @@ class SinkError(Exception):
     """The sink did not take the batch; the exporter retries it."""
 
 
+class SinkRejected(SinkError):
+    """The receiver refused the batch for good (Loki's 400 for entries too old, say): it is not
+    sent again. The exporter counts its records as failed, says why in lastError, and goes on."""
+
+
 class RecordSink(Protocol):
     name: str
 

@@ -1,8 +1,9 @@
 """coreio-export's Loki sink into a real Grafana Loki (3.7, built from Go modules): the exporter
 starts while Loki is down, so its first batches fail and are retried; once Loki runs, every Event
 is one entry of its (job, namespace, type) stream, its line the record, its time the Event's, its
-dedup key in the structured metadata, each once. On SQLite: the sink does not depend on the storage
-(test_exporter.py runs the delivery itself on both)."""
+dedup key in the structured metadata, each once. An Event Loki refuses for good (older than it
+takes) is counted failed, named in lastError, and the export goes on. On SQLite: the sink does not
+depend on the storage (test_exporter.py runs the delivery itself on both)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.support.api import Api
+from tests.support.api import Api, event
 from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
 from tests.support.loki_build import ensure_loki
 from tests.support.loki_server import LokiServer
@@ -68,11 +69,41 @@ def test_events_become_loki_entries_once(server: ServerProcess, tmp_path: Path) 
     assert len(found) == WRITTEN
     by_key = {labels["dedup_key"]: (labels, stamp, line) for labels, stamp, line in found}
     assert len(by_key) == WRITTEN  # each once
-    for event in stored:
-        meta = event["metadata"]
+    for one in stored:
+        meta = one["metadata"]
         labels, stamp, line = by_key[f"{meta['uid']}/{meta['resourceVersion']}"]
-        assert (labels["job"], labels["namespace"], labels["type"]) == ("coreio-export", ns, event["type"])
-        moment = datetime.fromisoformat(event["eventTime"])
+        assert (labels["job"], labels["namespace"], labels["type"]) == ("coreio-export", ns, one["type"])
+        moment = datetime.fromisoformat(one["eventTime"])
         assert stamp == int(moment.timestamp()) * 10**9 + moment.microsecond * 1000
         record = orjson.loads(line)
-        assert (record["type"], record["event"]) == ("ADDED", event)
+        assert (record["type"], record["event"]) == ("ADDED", one)
+
+
+def test_an_entry_loki_refuses_for_good_is_counted_failed_and_the_export_goes_on(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    admin, ns = Api(server), f"loki-old-{uuid.uuid4().hex[:6]}"
+    loki = LokiServer(tmp_path)
+    loki.start()
+    body = export("old", {"loki": {"url": loki.url}})
+    assert admin.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body).status == 201
+    exporter = ExporterProcess(server, ns, "old", tmp_path / "exporter.log")
+    exporter.start()
+    path = f"{EXPORTS}/namespaces/{ns}/eventexports/old"
+    try:
+        wait_until(lambda: admin.get(path).json.get("status", {}).get("position"), timeout=30)
+        # Past Loki's reject_old_samples_max_age (a week by default): refused with a 400.
+        old = event("ancient", ns, eventTime="2026-10-01T00:00:00.000000Z")
+        assert admin.post(f"{EVENTS}/namespaces/{ns}/events", old).status == 201
+        wait_until(lambda: admin.get(path).json["status"]["counts"].get("failed") == 1, timeout=30)
+        assert "refused the batch for good: 400" in admin.get(path).json["status"]["lastError"]
+        asyncio.run(write_events(server, [ns], rate=100, seconds=0.1, prefix="after"))
+        wait_until(lambda: admin.get(path).json["status"]["counts"].get("sent") == 10, timeout=30)
+        assert exporter.stop() == 0
+        found = loki.entries(f'{{namespace="{ns}"}}', (int(time.time()) - 30 * 86400) * 10**9, time.time_ns())
+    finally:
+        exporter.stop()
+        loki.stop()
+    assert sorted(orjson.loads(line)["event"]["metadata"]["name"] for _, _, line in found) == [
+        f"after-{i}" for i in range(10)
+    ]

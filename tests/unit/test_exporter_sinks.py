@@ -16,12 +16,12 @@ import pytest
 from aiohttp import web
 
 from apiserver import pki
-from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, OTLPSink, Sink, WebhookSink
+from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, LokiSink, OTLPSink, Sink, WebhookSink
 from coreio_export.connection import Api
 from coreio_export.kafka import kafka_sink, message, producer_settings
-from coreio_export.loki import push_body
+from coreio_export.loki import Loki, push_body
 from coreio_export.otlp import export_request
-from coreio_export.sinkbase import SinkError
+from coreio_export.sinkbase import SinkError, SinkRejected
 from coreio_export.sinks import JSONLines, Webhook, open_sink, secret_headers
 from tests.support.exporter import read_lines
 
@@ -202,3 +202,39 @@ def test_a_loki_push_groups_records_by_namespace_and_type_in_order() -> None:
     assert [v[2] for v in first] == [{"dedup_key": "u/0"}, {"dedup_key": "u/2"}]
     assert first[1][0] == "1795773602000000000"  # the Event's time, in nanoseconds, as a string
     assert orjson.loads(first[1][1]) == batch[2]
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(204, None), (429, SinkError), (503, SinkError), (400, SinkRejected), (413, SinkRejected)],
+)
+async def test_loki_answers_are_taken_retried_or_refused_for_good(
+    status: int, error: type[Exception] | None
+) -> None:
+    got: list[Any] = []
+
+    async def push(request: web.Request) -> web.Response:
+        got.append((dict(request.headers), await request.json()))
+        return web.Response(status=status, text="entry too far behind" if status == 400 else "")
+
+    app = web.Application()
+    app.router.add_post("/base/loki/api/v1/push", push)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/base/"
+    sink = Loki(LokiSink(url=url, tenant="team-a"), {"Authorization": "Basic x"}, True)
+    item = {"dedupKey": "u/1", "type": "ADDED", "resourceVersion": "1", "event": {"metadata": {}}}
+    try:
+        if error is None:
+            await sink.send([item])
+        else:
+            with pytest.raises(error) as raised:
+                await sink.send([item])
+            assert isinstance(raised.value, SinkRejected) == (error is SinkRejected)
+    finally:
+        await sink.close()
+        await runner.cleanup()
+    headers, body = got[0]
+    assert (headers["X-Scope-OrgID"], headers["Authorization"]) == ("team-a", "Basic x")
+    assert body["streams"][0]["values"][0][2] == {"dedup_key": "u/1"}
