@@ -23,10 +23,10 @@ REQUEST_TIMEOUT_MS = 30_000
 
 
 def producer_settings(
-    sink: KafkaSink, sasl: dict[str, str], context: ssl.SSLContext | None
+    sink: KafkaSink, sasl: dict[str, str] | None, context: ssl.SSLContext | None
 ) -> dict[str, object]:
     """aiokafka's producer settings for the sink; `sasl` the Secret's mechanism, username and
-    password (empty: no SASL); `context` the TLS context (None: plaintext)."""
+    password (None: no SASL); `context` the TLS context (None: plaintext)."""
     settings: dict[str, object] = {
         "bootstrap_servers": list(sink.brokers),
         "acks": "all",
@@ -36,7 +36,7 @@ def producer_settings(
     }
     if context is not None:
         settings["ssl_context"] = context
-    if sasl:
+    if sasl is not None:
         mechanism = sasl.get("mechanism", "")
         if mechanism not in SASL_MECHANISMS:
             raise ValueError(f"its mechanism must be one of {', '.join(SASL_MECHANISMS)}, not {mechanism!r}")
@@ -47,7 +47,7 @@ def producer_settings(
             "sasl_plain_username": sasl["username"],
             "sasl_plain_password": sasl["password"],
         }
-    plain, secured = ("PLAINTEXT", "SSL") if not sasl else ("SASL_PLAINTEXT", "SASL_SSL")
+    plain, secured = ("PLAINTEXT", "SSL") if sasl is None else ("SASL_PLAINTEXT", "SASL_SSL")
     settings["security_protocol"] = secured if context is not None else plain
     return settings
 
@@ -77,6 +77,9 @@ class Kafka:
             except KafkaError as exc:
                 await producer.stop()
                 raise SinkError(f"Kafka {self.settings['bootstrap_servers']}: {exc}") from None
+            except BaseException:  # cancelled while starting (SIGTERM): nothing left running
+                await asyncio.shield(producer.stop())
+                raise
             self.producer = producer
         return self.producer
 
@@ -98,8 +101,11 @@ class Kafka:
             await self.producer.stop()
 
 
-def kafka_sink(sink: KafkaSink, sasl: dict[str, str], context: ssl.SSLContext | None, where: str) -> Kafka:
-    """The sink (`context`: TLS, None for plaintext); `sasl` the Secret `where` names."""
+def kafka_sink(
+    sink: KafkaSink, sasl: dict[str, str] | None, context: ssl.SSLContext | None, where: str
+) -> Kafka:
+    """The sink (`context`: TLS, None for plaintext); `sasl` the Secret `where` names (None: no
+    saslFrom)."""
     try:
         return Kafka(sink, producer_settings(sink, sasl, context))
     except ValueError as exc:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -29,10 +30,11 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from apiserver.machinery.types import JSON
 from apiserver.resources.eventexport import OTLPSink
-from coreio_export.sinkbase import RecordSink, SinkError
+from coreio_export.sinkbase import RecordSink, SinkError, SinkRejected
 
 log = logging.getLogger("coreio.export")
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SCOPE = "coreio-export"  # the instrumentation scope of every record
 TIMEOUT_SECONDS = 30.0
 LOGS_PATH = "/v1/logs"
@@ -51,14 +53,17 @@ OBJECT_ATTRIBUTES = {
 
 
 def _nanos(text: object) -> int:
-    """An RFC 3339 time as Unix nanoseconds; 0 (unknown, for OTLP) when there is none."""
+    """An RFC 3339 time as Unix nanoseconds; 0 (unknown, for OTLP) when there is none or it is
+    not after 1970 (OTLP's times are unsigned)."""
     if not isinstance(text, str) or not text:
         return 0
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         return 0
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0, (moment - EPOCH) // timedelta(microseconds=1) * 1000)
 
 
 def _attributes(pairs: dict[str, object]) -> Iterator[KeyValue]:
@@ -149,6 +154,39 @@ def _rejected(response: ExportLogsServiceResponse, where: str) -> None:
         )
 
 
+# What the OTLP specification says is worth retrying (HTTP 429, 502, 503, 504), and what a
+# collector's setup may cure (401, 403, 404, 408); any other answer is a batch refused for good.
+HTTP_RETRIED = frozenset({401, 403, 404, 408, 429, 502, 503, 504})
+# The gRPC codes the specification says are never retried.
+GRPC_REJECTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION})
+# Too large for the collector (its gRPC receive limit is 4 MiB by default): sent again in halves.
+TOO_LARGE_HTTP = 413
+
+
+class TooLarge(SinkError):
+    """The collector refused the request for its size."""
+
+
+async def in_halves_if_too_large(send: Callable[[list[JSON]], Awaitable[None]], batch: list[JSON]) -> None:
+    """`send(batch)`; a batch too large for the collector is sent again as two halves, and so on
+    down to single records. A record too large alone is refused for good (SinkRejected, once the
+    rest is sent)."""
+    refused = await _halves(send, batch)
+    if refused:
+        raise SinkRejected(f"{len(refused)} record(s) too large for the collector alone: {refused[0]}")
+
+
+async def _halves(send: Callable[[list[JSON]], Awaitable[None]], batch: list[JSON]) -> list[str]:
+    try:
+        await send(batch)
+    except TooLarge as exc:
+        if len(batch) == 1:
+            return [str(exc)]
+        middle = len(batch) // 2
+        return await _halves(send, batch[:middle]) + await _halves(send, batch[middle:])
+    return []
+
+
 class OTLPHTTP:
     """POST {endpoint}/v1/logs, protobuf bodies."""
 
@@ -162,6 +200,9 @@ class OTLPHTTP:
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS))
 
     async def send(self, batch: list[JSON]) -> None:
+        await in_halves_if_too_large(self._send, batch)
+
+    async def _send(self, batch: list[JSON]) -> None:
         body = export_request(batch).SerializeToString()
         try:
             async with self.session.post(self.url, data=body, headers=self.headers, ssl=self.ssl) as answer:
@@ -169,7 +210,12 @@ class OTLPHTTP:
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError) as exc:
             raise SinkError(f"POST {self.url}: {exc or type(exc).__name__}") from None
         if not 200 <= answer.status < 300:
-            raise SinkError(f"POST {self.url}: {answer.status} {answer.reason or ''}".rstrip())
+            said = f"POST {self.url}: {answer.status} {answer.reason or ''}".rstrip()
+            if answer.status == TOO_LARGE_HTTP:
+                raise TooLarge(said)
+            if answer.status in HTTP_RETRIED:
+                raise SinkError(said)
+            raise SinkRejected(said)
         if answer.content_type == PROTOBUF and content:
             _rejected(ExportLogsServiceResponse.FromString(content), self.url)
 
@@ -200,12 +246,20 @@ class OTLPGRPC:
         )
 
     async def send(self, batch: list[JSON]) -> None:
+        await in_halves_if_too_large(self._send, batch)
+
+    async def _send(self, batch: list[JSON]) -> None:
         try:
             response = await self.export(
                 export_request(batch), timeout=TIMEOUT_SECONDS, metadata=self.metadata or None
             )
         except grpc.aio.AioRpcError as exc:
-            raise SinkError(f"OTLP gRPC {self.target}: {exc.code().name}: {exc.details()}") from None
+            said = f"OTLP gRPC {self.target}: {exc.code().name}: {exc.details()}"
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in str(exc.details()):
+                raise TooLarge(said) from None
+            if exc.code() in GRPC_REJECTED:
+                raise SinkRejected(said) from None
+            raise SinkError(said) from None
         _rejected(response, self.target)
 
     async def close(self) -> None:
@@ -215,5 +269,16 @@ class OTLPGRPC:
 def otlp_sink(sink: OTLPSink, headers: dict[str, str], context: ssl.SSLContext | bool) -> RecordSink:
     """The sink's transport: gRPC, or HTTP with protobuf bodies (`context`: its TLS trust)."""
     if sink.protocol == "grpc":
-        return OTLPGRPC(sink, headers, sink.caBundle.encode() if sink.caBundle else None)
+        return OTLPGRPC(sink, headers, sink.caBundle.encode() if sink.caBundle else system_roots())
     return OTLPHTTP(sink, headers, context)
+
+
+def system_roots() -> bytes | None:
+    """The system's trusted roots as PEM, as OpenSSL finds them (Python's gRPC would otherwise
+    trust the roots it ships, not the system's, where HTTP trusts the system's); None where
+    there is no such file (gRPC's own then)."""
+    paths = ssl.get_default_verify_paths()
+    for name in (paths.cafile, paths.openssl_cafile):
+        if name and Path(name).is_file():
+            return Path(name).read_bytes()
+    return None

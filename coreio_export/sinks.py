@@ -143,7 +143,7 @@ async def open_sink(sink: Sink, api: Api, namespace: str, batch_size: int) -> Re
         return JSONLines(sink.jsonLines)
     if sink.kafka is not None:
         sasl = sink.kafka.saslFrom
-        values = await secret_headers(api, namespace, sasl.name, "saslFrom") if sasl is not None else {}
+        values = await secret_headers(api, namespace, sasl.name, "saslFrom") if sasl is not None else None
         context = tls_context(sink.kafka.caBundle, "kafka sink") if sink.kafka.tls else None
         return kafka_sink(sink.kafka, values, context, f"{namespace}/{sasl.name if sasl else ''}")
     given = sink.webhook or sink.otlp or sink.loki

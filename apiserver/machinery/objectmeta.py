@@ -13,8 +13,9 @@ _GENERATED_SUFFIX_LENGTH = 5
 _MAX_GENERATED_NAME_LENGTH = 63 - _GENERATED_SUFFIX_LENGTH
 # Upstream draws from math/rand (utilrand.String), not a cryptographic source: a generated name
 # is unique by the create that checks it, not unguessable. The system's random source cost a
-# system call a character (py-spy: 2% of a create with generateName).
-_NAMES = random.Random()
+# system call a character (py-spy: 2% of a create with generateName). The random module's own
+# generator, which Python seeds again in each forked worker (an instance would draw the same names
+# in every worker).
 
 
 def now() -> datetime:
@@ -46,5 +47,5 @@ def metadata(obj: JSON) -> JSON:
 def generate_name(base: str) -> str:
     if len(base) > _MAX_GENERATED_NAME_LENGTH:
         base = base[:_MAX_GENERATED_NAME_LENGTH]
-    suffix = "".join(_NAMES.choices(_GENERATED_ALPHABET, k=_GENERATED_SUFFIX_LENGTH))
+    suffix = "".join(random.choices(_GENERATED_ALPHABET, k=_GENERATED_SUFFIX_LENGTH))
     return base + suffix

@@ -70,6 +70,7 @@ SINKS = ("webhook", "jsonLines", "otlp", "kafka", "loki")
 LOKI_TENANT = re.compile(r"[a-zA-Z0-9!._*'()-]{1,150}")
 # A Kafka topic's name, as Kafka's Topic.validate checks it.
 KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+PORT = re.compile(r"[0-9]{1,5}")
 SERIES_MODES = ["Changes", "Every"]
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_WAIT_SECONDS = 60.0
@@ -474,10 +475,10 @@ def validate_broker(broker: Any, path: str) -> list[FieldError]:
     host, _, port = broker.rpartition(":") if isinstance(broker, str) else ("", "", "")
     if (
         not host
-        or not port.isdigit()
+        or not PORT.fullmatch(port)
         or not 0 < int(port) < 65536
-        or not broker.isprintable()
-        or " " in broker
+        or not host.isprintable()
+        or " " in host
     ):
         return [invalid(path, broker, "must be host:port, the port between 1 and 65535")]
     return []

@@ -124,10 +124,10 @@ def test_the_sink_produces_over_tls_trusting_its_ca_bundle(secured: KafkaBroker)
     assert secured.ca is not None
     bundle = secured.ca.cert_pem.decode()
     sink = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True, caBundle=bundle)
-    produced(kafka_sink(sink, {}, tls_context(bundle, "kafka sink"), ""), records("tls", 5))
+    produced(kafka_sink(sink, None, tls_context(bundle, "kafka sink"), ""), records("tls", 5))
     untrusted = KafkaSink(brokers=[f"127.0.0.1:{secured.tls_port}"], topic=TOPIC, tls=True)
     with pytest.raises(SinkError, match="Kafka"):  # the system's roots do not know the broker's CA
-        produced(kafka_sink(untrusted, {}, tls_context("", "kafka sink"), ""), records("untrusted", 1))
+        produced(kafka_sink(untrusted, None, tls_context("", "kafka sink"), ""), records("untrusted", 1))
     keys = [dict(m.headers)["dedupKey"] for m in secured.read(TOPIC, 5)]
     assert [k.decode() for k in keys] == [f"tls/{i}" for i in range(5)]
 

@@ -46,6 +46,8 @@ schema_config:
         period: 24h
 limits_config:
   allow_structured_metadata: true
+  # Lines longer are refused with a 400 (the tests' way to a batch refused for good).
+  max_line_size: 8KB
 ingester:
   lifecycler:
     min_ready_duration: 0s

@@ -163,6 +163,10 @@ def test_defaults_are_set_on_decode() -> None:
             ("spec.sink.kafka.brokers[0]", "FieldValueInvalid", "must be host:port"),
         ),
         (
+            {"sink": {"kafka": {"brokers": ["kafka-0:\u00b2"], "topic": "events"}}},  # a superscript digit
+            ("spec.sink.kafka.brokers[0]", "FieldValueInvalid", "must be host:port"),
+        ),
+        (
             {"sink": {"kafka": {"brokers": ["kafka-0:9092"], "topic": "k8s events"}}},
             ("spec.sink.kafka.topic", "FieldValueInvalid", "must be 1 to 249 letters"),
         ),

@@ -20,7 +20,7 @@ from apiserver.resources.eventexport import JSONLinesSink, KafkaSink, LokiSink, 
 from coreio_export.connection import Api
 from coreio_export.kafka import kafka_sink, message, producer_settings
 from coreio_export.loki import Loki, push_body
-from coreio_export.otlp import export_request
+from coreio_export.otlp import TooLarge, export_request, in_halves_if_too_large, occurred_nanos
 from coreio_export.sinkbase import SinkError, SinkRejected
 from coreio_export.sinks import JSONLines, Webhook, open_sink, secret_headers
 from tests.support.exporter import read_lines
@@ -155,7 +155,7 @@ async def test_an_otlp_sink_with_a_bad_ca_bundle_is_one_error() -> None:
 
 def test_kafka_settings_follow_tls_and_the_sasl_secret() -> None:
     sink = KafkaSink(brokers=["k:9092"], topic="events")
-    assert producer_settings(sink, {}, None)["security_protocol"] == "PLAINTEXT"
+    assert producer_settings(sink, None, None)["security_protocol"] == "PLAINTEXT"
     context = ssl.create_default_context()
     scram = {"mechanism": "SCRAM-SHA-512", "username": "u", "password": "p"}
     settings = producer_settings(sink, scram, context)
@@ -170,6 +170,8 @@ def test_kafka_settings_follow_tls_and_the_sasl_secret() -> None:
         kafka_sink(sink, {"mechanism": "GSSAPI", "username": "u", "password": "p"}, None, "shop/sasl")
     with pytest.raises(SinkError, match="must hold a username and a password"):
         kafka_sink(sink, {"mechanism": "PLAIN", "username": "u"}, None, "shop/sasl")
+    with pytest.raises(SinkError, match="its mechanism must be one of"):  # an empty Secret: no SASL off
+        kafka_sink(sink, {}, None, "shop/sasl")
 
 
 def test_a_kafka_message_is_keyed_by_namespace_with_the_dedup_key_in_its_headers() -> None:
@@ -193,20 +195,27 @@ def test_a_loki_push_groups_records_by_namespace_and_type_in_order() -> None:
         return {"dedupKey": f"u/{i}", "type": "ADDED", "resourceVersion": str(i), "event": event}
 
     batch = [item(0, "a", "Normal"), item(1, "b", "Normal"), item(2, "a", "Normal"), item(3, "a", "Warning")]
-    streams = push_body(batch)["streams"]
+    streams = push_body(batch, 1_795_773_600_000_000_000)["streams"]
     assert [s["stream"] for s in streams] == [
         {"job": "coreio-export", "namespace": ns, "type": kind}
         for ns, kind in (("a", "Normal"), ("b", "Normal"), ("a", "Warning"))
     ]
     first = streams[0]["values"]
     assert [v[2] for v in first] == [{"dedup_key": "u/0"}, {"dedup_key": "u/2"}]
-    assert first[1][0] == "1795773602000000000"  # the Event's time, in nanoseconds, as a string
+    assert [v[0] for v in first] == ["1795773600000000000", "1795773600000000002"]  # its place in the batch
     assert orjson.loads(first[1][1]) == batch[2]
 
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(204, None), (429, SinkError), (503, SinkError), (400, SinkRejected), (413, SinkRejected)],
+    [
+        (204, None),
+        (429, SinkError),
+        (503, SinkError),
+        (401, SinkError),
+        (400, SinkRejected),
+        (413, SinkRejected),
+    ],
 )
 async def test_loki_answers_are_taken_retried_or_refused_for_good(
     status: int, error: type[Exception] | None
@@ -238,3 +247,28 @@ async def test_loki_answers_are_taken_retried_or_refused_for_good(
     headers, body = got[0]
     assert (headers["X-Scope-OrgID"], headers["Authorization"]) == ("team-a", "Basic x")
     assert body["streams"][0]["values"][0][2] == {"dedup_key": "u/1"}
+
+
+async def test_a_batch_too_large_for_the_collector_goes_in_halves_one_too_large_alone_refused() -> None:
+    sent: list[list[str]] = []
+
+    async def send(batch: list[dict[str, Any]]) -> None:
+        keys = [item["dedupKey"] for item in batch]
+        if len(batch) > 2 or "u/3" in keys:  # u/3 is too large even alone
+            raise TooLarge("grpc: received message larger than max")
+        sent.append(keys)
+
+    batch = [{"dedupKey": f"u/{i}"} for i in range(7)]
+    with pytest.raises(SinkRejected, match="1 record"):
+        await in_halves_if_too_large(send, batch)
+    assert sorted(k for keys in sent for k in keys) == ["u/0", "u/1", "u/2", "u/4", "u/5", "u/6"]
+
+
+def test_an_otlp_time_before_1970_is_no_time_and_no_crash() -> None:
+    event = {
+        "metadata": {"creationTimestamp": "2026-11-27T10:00:00Z"},
+        "eventTime": "1969-12-31T23:59:59.000000Z",
+    }
+    assert occurred_nanos(event) == 1_795_773_600_000_000_000  # the next time given
+    item = {"dedupKey": "u/1", "type": "ADDED", "resourceVersion": "1", "event": event | {"metadata": {}}}
+    assert export_request([item]).resource_logs[0].scope_logs[0].log_records[0].time_unix_nano == 0
