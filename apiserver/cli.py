@@ -105,6 +105,9 @@ class Flag:
     check_error: str = ""
     # Other names of the flag (this server's own, from before it took kube-apiserver's name).
     aliases: tuple[str, ...] = ()
+    # Given more than once, the values are joined with commas (a map flag, as upstream's
+    # ConfigurationMap: of one key, the later value wins); else the last one is taken.
+    joined: bool = False
     # The default --help shows when the flag sets no Settings field of its own (a kind's TTL).
     default: Any = None
 
@@ -424,7 +427,9 @@ FLAGS = (
     Flag(
         "--runtime-config",
         "key=value pairs that enable or disable served APIs: <group>/<version>=true|false, or "
-        "api/all, api/ga, api/beta, api/alpha=true|false (alpha and beta versions are off by default)",
+        "api/all, api/ga, api/beta, api/alpha=true|false (alpha and beta versions are off by default); "
+        "given more than once, the pairs are merged (of one key, the later value wins)",
+        joined=True,
     ),
 )
 
@@ -474,6 +479,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Joined(argparse.Action):
+    """A flag given again adds its value to the one before, after a comma."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else values)
+
+
 def _parser(flags: Sequence[Flag], kinds: Sequence[ResourceKind]) -> argparse.ArgumentParser:
     """The parser of `flags`, each described with its default, and --version."""
     # Flags not given are left out, so that they keep the Settings' defaults.
@@ -488,6 +507,7 @@ def _parser(flags: Sequence[Flag], kinds: Sequence[ResourceKind]) -> argparse.Ar
         parser.add_argument(
             flag.name,
             *flag.aliases,
+            action=_Joined if flag.joined else "store",
             dest=flag.dest,
             type=flag.parse,
             help=flag.help_line(defaults),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from apiserver import cli
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.user import UserInfo
 from apiserver.registry import strategy
@@ -407,3 +408,17 @@ def test_each_write_changes_only_what_its_subresource_may() -> None:
     of_object = decoded(export(maxLag="9h")) | {"status": {"position": "99"}}
     KIND.keep_to_subresource(of_object, old, "")
     assert (of_object["status"], of_object["spec"]["maxLag"]) == ({"position": "12"}, "9h")
+
+
+def test_runtime_config_given_twice_is_merged_the_later_value_of_a_key_winning() -> None:
+    settings = cli.parse_args(
+        ["--runtime-config=events.core.io/v1alpha1=true", "--runtime-config=api/beta=false"]
+    )
+    assert settings.runtime_config == "events.core.io/v1alpha1=true,api/beta=false"
+    served = runtime_config.enabled_kinds(SERVABLE_KINDS, settings.runtime_config)
+    assert "events.core.io/v1alpha1" in {kind.api_version for kind in served}
+    again = cli.parse_args(
+        ["--runtime-config=events.core.io/v1alpha1=true", "--runtime-config=events.core.io/v1alpha1=false"]
+    )
+    off = runtime_config.enabled_kinds(SERVABLE_KINDS, again.runtime_config)
+    assert "events.core.io/v1alpha1" not in {kind.api_version for kind in off}
