@@ -234,13 +234,17 @@ class LokiEnd(Polling):
                 body = json.loads(answer.read())
         except OSError:
             return
-        now = time.time()
+        now, newest = time.time(), self._since
         for stream in body["data"]["result"]:
             for stamp, line, *_ in stream["values"]:
-                key = stream["stream"].get("dedup_key", "") + stamp + line[:64]
+                key = stream["stream"].get("dedup_key", "") + stamp
+                newest = max(newest, int(stamp))
                 if key not in self._seen:
                     self._seen.add(key)
                     self.take(orjson.loads(line), now)
+        # The exporter times each entry when it first sends it, one nanosecond apart: the next
+        # page starts after the newest seen.
+        self._since = newest + 1 if newest > self._since else self._since
 
     def stop(self) -> None:
         super().stop()
