@@ -638,7 +638,7 @@ def test_certificates_the_user_brings(on_node: OnNode) -> None:
                 ignoring=CONVERGING,
             )
             wait_until(
-                functools.partial(_bundle_is, on_node, [(ca_name,)] * 2),
+                functools.partial(_bundle_is, on_node, [(ca_name,)] * len(APISERVICES)),
                 timeout=60,
                 interval=0.5,
                 message="the old CA leaves",
