@@ -239,15 +239,13 @@ class Exporter:
                 self.metrics.retry(len(batch.records))
             try:
                 await sink.send(batch.records)
-            except SinkRejected as exc:
-                log.error("%s (%d records not sent again)", exc, len(batch.records))
-                progress.failure(len(batch.records), str(exc), batch.since)
-                self.metrics.failure(len(batch.records))
-                return
             except SinkError as exc:
-                log.warning("%s (retrying)", exc)
                 progress.failure(len(batch.records), str(exc), batch.since)
                 self.metrics.failure(len(batch.records))
+                if isinstance(exc, SinkRejected):  # refused for good: the position moves on
+                    log.error("%s (%d records not sent again)", exc, len(batch.records))
+                    return
+                log.warning("%s (retrying)", exc)
                 await self._report(progress)
                 await self._pause(failures)
                 failures += 1

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from tests.support.api import Api, rolebinding
+from tests.support.exporter import exports_server
 from tests.support.kubectl import Kubectl, as_user
 from tests.support.metrics import wait_for_bindings
-from tests.support.server import BACKENDS, ServerProcess, free_port, module_server
+from tests.support.server import BACKENDS, ServerProcess, free_port
 
 pytestmark = pytest.mark.tools
 
@@ -42,7 +43,7 @@ def export(name: str, **spec: Any) -> dict[str, Any]:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    yield from module_server(request, tmp_path_factory, "exports", [f"--runtime-config={GROUP_VERSION}=true"])
+    yield from exports_server(request, tmp_path_factory, "exports")
 
 
 @pytest.fixture(scope="module")

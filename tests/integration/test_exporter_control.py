@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.api import Api, event
-from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, read_lines, write_events
-from tests.support.server import BACKENDS, ServerProcess, free_port, module_server
+from tests.support.exporter import EXPORTS, ExporterProcess, export, exports_server, read_lines, write_events
+from tests.support.server import BACKENDS, ServerProcess, free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.tools
@@ -29,9 +29,7 @@ EVENTS = "/apis/events.core.io/v1"
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    yield from module_server(
-        request, tmp_path_factory, "exporter-control", [f"--runtime-config={GROUP_VERSION}=true"]
-    )
+    yield from exports_server(request, tmp_path_factory, "exporter-control")
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,10 @@ from coreio_export.kafka import Kafka, kafka_sink
 from coreio_export.sinkbase import SinkError
 from coreio_export.sinks import tls_context
 from tests.support.api import Api
-from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
+from tests.support.exporter import EXPORTS, ExporterProcess, export, exports_server, write_events
 from tests.support.kafka_broker import PASSWORD, USER, KafkaBroker
 from tests.support.kafka_build import ensure_kafka
-from tests.support.server import ServerProcess, module_server
+from tests.support.server import ServerProcess
 from tests.support.waiting import wait_until
 
 WRITTEN = 90
@@ -38,9 +38,7 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     ensure_kafka()  # fetched before the server starts
-    yield from module_server(
-        request, tmp_path_factory, "exporter-kafka", [f"--runtime-config={GROUP_VERSION}=true"]
-    )
+    yield from exports_server(request, tmp_path_factory, "exporter-kafka")
 
 
 def test_events_reach_the_topic_once_in_order_per_namespace(server: ServerProcess, tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from tests.support.api import Api, event
-from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
+from tests.support.exporter import EXPORTS, ExporterProcess, export, exports_server, write_events
 from tests.support.loki_build import ensure_loki
 from tests.support.loki_server import LokiServer
-from tests.support.server import ServerProcess, module_server
+from tests.support.server import ServerProcess
 from tests.support.waiting import wait_until
 
 WRITTEN = 60
@@ -32,8 +32,7 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     ensure_loki()  # built before the server starts
-    enabled = [f"--runtime-config={GROUP_VERSION}=true"]
-    yield from module_server(request, tmp_path_factory, "exporter-loki", enabled)
+    yield from exports_server(request, tmp_path_factory, "exporter-loki")
 
 
 def test_events_become_loki_entries_once(server: ServerProcess, tmp_path: Path) -> None:

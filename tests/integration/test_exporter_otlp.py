@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from tests.support.api import Api
-from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, export, write_events
+from tests.support.exporter import EXPORTS, ExporterProcess, export, exports_server, write_events
 from tests.support.otel_collector import Collector
 from tests.support.otelcol_build import ensure_collector
-from tests.support.server import ServerProcess, module_server
+from tests.support.server import ServerProcess
 from tests.support.waiting import wait_until
 
 EVENTS = "/apis/events.core.io/v1"
@@ -39,8 +39,7 @@ def collector_binary() -> Path:
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, collector_binary: Path
 ) -> Iterator[ServerProcess]:
-    enabled = [f"--runtime-config={GROUP_VERSION}=true"]
-    yield from module_server(request, tmp_path_factory, "exporter-otlp", enabled)
+    yield from exports_server(request, tmp_path_factory, "exporter-otlp")
 
 
 @pytest.fixture

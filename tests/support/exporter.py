@@ -11,19 +11,28 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 
 from tests.support.api import event
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, module_server
 
 EXPORTS = "/apis/events.core.io/v1alpha1"
 GROUP_VERSION = "events.core.io/v1alpha1"
+SERVES_EXPORTS = f"--runtime-config={GROUP_VERSION}=true"
+
+
+def exports_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[ServerProcess]:
+    """module_server, with EventExports served (the alpha version enabled)."""
+    yield from module_server(request, tmp_path_factory, name, [SERVES_EXPORTS])
 
 
 def export(name: str, sink: dict[str, Any], **spec: Any) -> dict[str, Any]:
