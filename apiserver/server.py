@@ -45,6 +45,7 @@ from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.security import Security, configure_security, token_users
+from apiserver.storage.cacher.handoff import FirstFill
 from apiserver.storage.factory import StorageOptions, open_storage
 from apiserver.storage.interface import StorageError
 
@@ -300,16 +301,18 @@ async def serve_on(
     reached: Endpoint,
     signals: Signals,
     workers: WorkerSet | None = None,
+    first_fill: FirstFill | None = None,
 ) -> None:
     """Serves on a listening socket until `signals` say stop: the whole life of the server, or of
-    one of its `workers` (the first of which logs where it serves). Without a socket (a worker but
-    the first), it listens once it is ready, so that no connection meets it unready."""
+    one of its `workers` (the first of which logs where it serves; `first_fill`: this worker's part
+    in filling the watch caches once for all). Without a socket (a worker but the first), it listens
+    once it is ready, so that no connection meets it unready."""
     announce = workers is None or workers.index == 0
     security = await configure_security(settings, reached.client_cas, reached.tokens)
     try:
         serving = serving_certificate(reached, security.trusted_cas)
         await check_storage(storage_options(settings))
-        started = await start(settings, kinds, security, workers)
+        started = await start(settings, kinds, security, workers, first_fill)
     except BaseException:
         await security.close()
         raise
@@ -425,12 +428,16 @@ def admission_source(security: Security, settings: Settings) -> AdmissionSource 
 
 
 async def start(
-    settings: Settings, kinds: Sequence[ResourceKind], security: Security, workers: WorkerSet | None = None
+    settings: Settings,
+    kinds: Sequence[ResourceKind],
+    security: Security,
+    workers: WorkerSet | None = None,
+    first_fill: FirstFill | None = None,
 ) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
     admission = admission_source(security, settings)
-    options = storage_options(settings, kinds)
+    options = dataclasses.replace(storage_options(settings, kinds), first_fill=first_fill)
     storage, described = open_storage(options)
     configure_audit(settings)
     app = build_app(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apiserver.storage.cacher import CachedStorage
+from apiserver.storage.cacher.handoff import FirstFill
 from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Storage
 
@@ -35,6 +36,8 @@ class StorageOptions:
     watch_cache_size: int = 10_000
     # The history kept for consumers (EventExports): compaction and the watch cache respect it.
     hold: HistoryHold = field(default_factory=HistoryHold)
+    # This worker's part in the first fill of the caches of a server of several (handoff.py).
+    first_fill: FirstFill | None = None
 
 
 def open_storage(options: StorageOptions) -> tuple[Storage, str]:
@@ -48,6 +51,7 @@ def open_storage(options: StorageOptions) -> tuple[Storage, str]:
         window_size=options.watch_cache_size,
         progress_interval=options.progress_interval,
         hold=options.hold,
+        first_fill=options.first_fill,
     )
     return cached, f"{described}, watch cache on"
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, dataclass_transform, runtime_checkable
+
+_Record = TypeVar("_Record")
 
 
 class StorageError(Exception):
@@ -88,7 +90,15 @@ class WatchOverflowError(StorageError):
     start a new watch (from its last seen revision, or relist)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def _frozen_to_mypy(cls: type[_Record]) -> type[_Record]:
+    """A dataclass with slots that mypy checks as frozen, and that runs as a plain one: a frozen
+    dataclass sets each field through object.__setattr__ (0.5 µs an instance against 0.1 µs), and a
+    watch cache makes one a stored object when it fills. It hashes as a frozen one."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)
+
+
+@_frozen_to_mypy
 class KeyValue:
     key: str
     value: bytes

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import ssl
 import subprocess
@@ -140,6 +141,18 @@ def test_readyz_is_ok_only_once_the_events_watch_cache_holds_every_event(launche
             assert f"[-]{CHECK} failed: reason withheld\n" in earlier_body, earlier_body
     listed = Api(launched).get(ev_path(NAMESPACE)).json
     assert len(listed["items"]) == EVENTS
+
+
+@pytest.mark.parametrize("launched", [["--workers=2"]], indirect=True)
+def test_with_two_workers_each_is_ready_once_its_cache_holds_every_event(launched: ServerProcess) -> None:
+    """Each worker says it holds every Event, and any connection (the kernel picks the worker)
+    lists them all."""
+    answers_until_ready(launched)
+    pattern = rf"\[worker (\d)\]: watch cache of {ROOT} ready at revision \d+ \({EVENTS} objects\)"
+    wait_until(lambda: set(re.findall(pattern, launched.log_file.read_text())) == {"0", "1"}, timeout=30)
+    api = Api(launched)
+    for _ in range(6):  # a new connection each: both workers answer some
+        assert len(api.get(ev_path(NAMESPACE)).json["items"]) == EVENTS
 
 
 @pytest.mark.parametrize("launched", [["--watch-cache=false"]], indirect=True)

@@ -141,6 +141,20 @@ async def test_every_worker_reads_and_watches_the_writes_of_every_other(
     assert sum(creates.values()) == WRITES
 
 
+def test_on_etcd_only_the_first_worker_lists_the_storage_as_the_caches_fill(
+    workers_server: ServerProcess,
+) -> None:
+    """On etcd the other worker's caches took the first worker's pages (storage/cacher/handoff.py):
+    etcd served the start's lists once. On SQLite each worker reads the file itself. Everything
+    above read through both workers."""
+    log = workers_server.log_file.read_text()
+    on_etcd = "--etcd-servers" in workers_server.extra_args
+    for root in ("/registry/events.core.io/events/", "/registry/rbac.authorization.core.io/rolebindings/"):
+        taken = f"[worker 1]: watch cache of {root} takes the first worker's list at revision"
+        assert (taken in log) is on_etcd, log
+        assert f"[worker 0]: watch cache of {root} takes" not in log, log
+
+
 def test_sigterm_stops_every_worker_and_exits_0(tmp_path: Path) -> None:
     server = start_server(tmp_path / "data", ["--workers", str(WORKERS)])
     assert server.process is not None

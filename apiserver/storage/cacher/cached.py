@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, Sequence
 
+from apiserver.storage.cacher.handoff import FirstFill, PageFeed, PageTee
 from apiserver.storage.cacher.resource import ResourceCache
 from apiserver.storage.cacher.revisions import SharedRevisionReads
 from apiserver.storage.holds import HistoryHold
@@ -49,11 +50,17 @@ class CachedStorage:
         watch_buffer: int = WATCH_BUFFER,
         progress_interval: float = 5.0,
         hold: HistoryHold | None = None,
+        first_fill: FirstFill | None = None,
     ) -> None:
         self.backend = backend
         self.progress_interval = progress_interval
         self.hold = hold or HistoryHold()
         self._revisions = SharedRevisionReads(backend)
+        self._handoff: PageTee | PageFeed | None = None
+        if first_fill is not None and first_fill.send_to:
+            self._handoff = PageTee(first_fill.send_to, roots)
+        elif first_fill is not None and first_fill.take_from is not None:
+            self._handoff = PageFeed(first_fill.take_from)
         self.caches = [
             ResourceCache(
                 backend,
@@ -61,6 +68,7 @@ class CachedStorage:
                 window_size=window_size,
                 watch_buffer=watch_buffer,
                 current_revision=self._revisions.current,
+                handoff=self._handoff,
             )
             for root in roots
         ]
@@ -73,6 +81,8 @@ class CachedStorage:
 
     async def start_caches(self) -> None:
         """Starts filling the caches (over a backend already started)."""
+        if self._handoff is not None:
+            await self._handoff.open()
         for cache in self.caches:
             await cache.start()
 
@@ -90,6 +100,8 @@ class CachedStorage:
     async def close(self) -> None:
         for cache in self.caches:
             await cache.close()
+        if self._handoff is not None:
+            await self._handoff.close()
         await self._revisions.close()
         await self.backend.close()
 

@@ -16,11 +16,13 @@ from apiserver.machinery import tasks
 from apiserver.machinery.memory import release_free_memory
 from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
+from apiserver.storage.cacher.handoff import HandoffEnded, PageFeed, PageTee
 from apiserver.storage.cacher.packing import Codec, Packer
 from apiserver.storage.cacher.state import SortedState, Window
 from apiserver.storage.interface import (
     CompactedError,
     EventType,
+    KeyValue,
     ListResult,
     Storage,
     StorageError,
@@ -39,6 +41,9 @@ FRESHNESS_TIMEOUT = 3.0
 # How long the cache waits before it lists and watches the storage again after its watch failed.
 RESTART_DELAY = 0.5
 LIST_PAGE = 10_000
+# How many objects of a page the cache takes in between two turns of the event loop while it lists:
+# the next page arrives meanwhile (about 1 ms of work).
+TAKE_IN_CHUNK = 1_000
 # How many values are packed again between two turns of the event loop after a codec is trained:
 # about 4 ms of work.
 REPACK_CHUNK = 1_000
@@ -55,8 +60,11 @@ class ResourceCache:
         window_size: int,
         watch_buffer: int,
         current_revision: Callable[[], Awaitable[int]] | None = None,
+        handoff: PageTee | PageFeed | None = None,
     ) -> None:
         self.storage = storage
+        # Where the first fill's pages go (the first worker) or come from (the others).
+        self._handoff = handoff
         # How a consistent read learns the storage's current revision (shared reads, say).
         self._current_revision = current_revision or storage.current_revision
         self.root = root
@@ -187,18 +195,62 @@ class ResourceCache:
                 self._pack_later()
 
     async def _list(self) -> tuple[SortedState, int]:
-        state = SortedState(self.packer)
-        page = await self.storage.list(self.root, limit=LIST_PAGE, counted=False)
-        revision = page.revision
-        while True:
-            for kv in page.items:
-                state.put(kv)
-            if not (page.more and page.items):
-                return state, revision
-            start = page.items[-1].key + "\x00"
-            page = await self.storage.list(
-                self.root, start=start, limit=LIST_PAGE, revision=revision, counted=False
-            )
+        """The objects under the root and the revision they were read at: the first time, as the
+        first worker hands them on (handoff.py), else from the storage."""
+        handoff, self._handoff = self._handoff, None
+        if isinstance(handoff, PageFeed):
+            try:
+                return await self._take(handoff)
+            except HandoffEnded as ended:
+                log.info("watch cache of %s lists the storage itself: %s", self.root, ended)
+        tee = handoff if isinstance(handoff, PageTee) else None
+        try:
+            return await self._read(tee)
+        except BaseException:
+            if tee is not None:
+                tee.fail(self.root)
+            raise
+
+    async def _take(self, feed: PageFeed) -> tuple[SortedState, int]:
+        state, taken_at = SortedState(self.packer), 0
+        async for revision, items in feed.pages(self.root):
+            await _take_in(state, items)
+            taken_at = revision
+        log.info("watch cache of %s takes the first worker's list at revision %d", self.root, taken_at)
+        return state, taken_at
+
+    async def _read(self, tee: PageTee | None) -> tuple[SortedState, int]:
+        """Lists the storage a page at a time, each sent on to `tee` (if any) before it is taken in."""
+        state, revision = SortedState(self.packer), 0
+        async with contextlib.aclosing(self._pages()) as pages:
+            async for page in pages:
+                revision = page.revision
+                if tee is not None:
+                    await tee.send(self.root, revision, page.items, last=not page.more)
+                await _take_in(state, page.items)
+        return state, revision
+
+    async def _pages(self) -> AsyncGenerator[ListResult, None]:
+        """The root's pages at one revision, the next one asked for before the one at hand is taken
+        in (so that the storage and this process work at once)."""
+        listed: ListResult | None = await self.storage.list(self.root, limit=LIST_PAGE, counted=False)
+        while listed is not None:
+            following = self._next_page(listed)
+            try:
+                yield listed
+            except BaseException:
+                await tasks.stop(following)
+                raise
+            listed = None if following is None else await following
+
+    def _next_page(self, page: ListResult) -> asyncio.Task[ListResult] | None:
+        if not (page.more and page.items):
+            return None
+        start = page.items[-1].key + "\x00"
+        listed = self.storage.list(
+            self.root, start=start, limit=LIST_PAGE, revision=page.revision, counted=False
+        )
+        return asyncio.create_task(listed)
 
     def _apply(self, event: WatchEvent) -> None:
         if event.type is not EventType.PROGRESS:
@@ -243,3 +295,10 @@ class ResourceCache:
     def compacted(self, revision: int) -> None:
         """The storage was compacted to `revision`: no watch starts before it any more."""
         self.window.trim(revision)
+
+
+async def _take_in(state: SortedState, items: list[KeyValue]) -> None:
+    for start in range(0, len(items), TAKE_IN_CHUNK):
+        for kv in items[start : start + TAKE_IN_CHUNK]:
+            state.put(kv)
+        await asyncio.sleep(0)

@@ -1,0 +1,151 @@
+"""The first fill handed on (storage/cacher/handoff.py): of a server's workers, only the first lists
+the storage when their watch caches fill at start; the others fill from its pages, through real
+pipes, over a real SQLite file or etcd, and then follow the storage's watch themselves. A follower
+whose pages stop coming lists the storage itself; a first worker whose follower is gone fills all
+the same."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apiserver.storage.cacher import CachedStorage, resource
+from apiserver.storage.cacher.handoff import FirstFill, PageTee
+from apiserver.storage.etcd import EtcdStorage
+from apiserver.storage.interface import KeyValue, Storage
+from apiserver.storage.sqlite.backend import SQLiteStorage
+
+EVENTS = "/registry/events.core.io/events/"
+BINDINGS = "/registry/rbac.authorization.core.io/rolebindings/"
+STORED = {EVENTS: 25, BINDINGS: 3}
+PAGE = 10  # so that the Events take three pages
+
+
+Opener = Callable[[], Awaitable[Storage]]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+async def open_storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    """Opens clients of one store, as each worker has its own; the first one opened is filled with
+    the STORED objects. All are closed at teardown."""
+    opened: list[Storage] = []
+    prefix = f"/test-{uuid.uuid4().hex}"
+
+    async def open_one() -> Storage:
+        storage: Storage
+        if request.param == "sqlite":
+            storage = SQLiteStorage(str(tmp_path / "shared.db"), shared=True, progress_interval=0.2)
+        else:
+            storage = EtcdStorage(
+                [request.getfixturevalue("etcd_endpoint")], prefix=prefix, progress_interval=0.2
+            )
+        await storage.start()
+        if not opened:
+            for root, count in STORED.items():
+                for number in range(count):
+                    await storage.create(f"{root}ns{number % 3}/o{number:03d}", f'{{"n":{number}}}'.encode())
+        opened.append(storage)
+        return storage
+
+    yield open_one
+    for storage in opened:
+        await storage.close()
+
+
+@pytest.fixture(autouse=True)
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resource, "LIST_PAGE", PAGE)
+
+
+def counting_lists(storage: Storage) -> list[str]:
+    """The prefixes `storage` is asked to list from now on (it still lists them)."""
+    asked: list[str] = []
+    real = storage.list
+
+    async def list_counted(prefix: str, **options: Any) -> Any:
+        asked.append(prefix)
+        return await real(prefix, **options)
+
+    storage.list = list_counted  # type: ignore[method-assign]
+    return asked
+
+
+async def cached(storage: Storage, fill: FirstFill) -> CachedStorage:
+    store = CachedStorage(storage, list(STORED), progress_interval=0.2, first_fill=fill)
+    await store.start_caches()
+    return store
+
+
+async def ready(*stores: CachedStorage) -> None:
+    async with asyncio.timeout(10):
+        for store in stores:
+            await store.wait_ready()
+
+
+def held(store: CachedStorage) -> dict[str, list[KeyValue]]:
+    return {cache.root: cache.page(cache.root, None, 0).items for cache in store.caches}
+
+
+async def test_a_follower_fills_from_the_first_workers_pages_without_listing(open_storage: Opener) -> None:
+    first_storage, other_storage = await open_storage(), await open_storage()
+    asked = counting_lists(other_storage)
+    fills = FirstFill.pipes(2)
+    first = await cached(first_storage, fills[0])
+    follower = await cached(other_storage, fills[1])
+    try:
+        await ready(first, follower)
+        assert asked == []  # the follower never listed the storage
+        assert held(follower) == held(first)
+        assert {root: len(items) for root, items in held(follower).items()} == STORED
+        assert [c.revision for c in follower.caches] == [c.revision for c in first.caches]
+        # From there on it follows the storage's watch itself.
+        written = await first_storage.create(f"{EVENTS}ns0/later", b'{"n":"later"}')
+        assert await follower.caches[0].fresh()  # it has reached the storage's revision
+        assert follower.caches[0].state.get(written.key) == written
+    finally:
+        await follower.close()
+        await first.close()
+
+
+async def test_a_follower_whose_pages_stop_lists_the_storage_itself(
+    open_storage: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first worker sent one page of the Events, then its list failed: the follower drops
+    that page and lists every object itself."""
+    caplog.set_level(logging.INFO, logger="apiserver.storage.cacher.resource")
+    first_storage, other_storage = await open_storage(), await open_storage()
+    fills = FirstFill.pipes(2)
+    tee = PageTee(fills[0].send_to, list(STORED))
+    await tee.open()
+    follower = await cached(other_storage, fills[1])
+    try:
+        page = await first_storage.list(EVENTS, limit=PAGE)
+        await tee.send(EVENTS, page.revision, page.items, last=False)
+        tee.fail(EVENTS)
+        await ready(follower)
+        assert {root: len(items) for root, items in held(follower).items()} == STORED
+        assert f"watch cache of {EVENTS} lists the storage itself" in caplog.text
+    finally:
+        await follower.close()
+        await tee.close()
+
+
+async def test_the_first_worker_fills_when_its_follower_is_gone(open_storage: Opener) -> None:
+    first_storage = await open_storage()
+    fills = FirstFill.pipes(2)
+    take_from = fills[1].take_from
+    assert take_from is not None
+    os.close(take_from)  # the follower's end: writing to the pipe fails with EPIPE
+    first = await cached(first_storage, fills[0])
+    try:
+        await ready(first)
+        assert {root: len(items) for root, items in held(first).items()} == STORED
+    finally:
+        await first.close()
