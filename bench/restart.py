@@ -34,6 +34,7 @@ from bench.processes import (
     COREIO_GROUP,
     Target,
     coreio_command,
+    installed_like,
     launch,
     rss_bytes,
     settle,
@@ -60,7 +61,9 @@ def starts(
     for number in range(count):
         port, log = free_port(), scratch / "server.log"
         process, began = launch(
-            coreio_command(data_dir, port, token_file, [*storage, f"--workers={workers}"]), log
+            coreio_command(data_dir, port, token_file, [*storage, f"--workers={workers}"]),
+            log,
+            installed_like(),
         )
         try:
             url = f"https://127.0.0.1:{port}"

@@ -252,3 +252,27 @@ def test_a_profile_summary_counts_each_function_once_a_stack() -> None:
     ]
     own = lines[lines.index("-- own") + 1 :]
     assert own == [" 75.0%  encode (codec.py)", " 25.0%  select (selectors.py)"]
+
+
+def test_coreio_servers_start_from_compiled_bytecode_as_an_installed_coreio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A machine with PYTHONDONTWRITEBYTECODE set would have every benchmarked start compile each
+    module of the source tree; an installed coreio reads bytecode pip wrote. The servers' environment
+    reads it from a cache, filled before the first start."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = processes.installed_like()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    source = Path(processes.__file__).resolve().parent.parent / "apiserver" / "server.py"
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import importlib.util; print(importlib.util.cache_from_source({str(source)!r}))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(env["PYTHONPYCACHEPREFIX"]) and Path(where).is_file(), where
