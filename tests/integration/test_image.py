@@ -77,6 +77,18 @@ def test_the_hot_modules_are_compiled_and_no_compiler_is_left(built: tuple[str, 
     assert compilers.stdout.strip() == ""
 
 
+def test_the_pure_python_modules_start_from_bytecode(built: tuple[str, str]) -> None:
+    """pip compiled the installed modules in the builder: the server, whose root filesystem is
+    read-only and which runs with PYTHONDONTWRITEBYTECODE, never compiles one at its start."""
+    client, tag = built
+    asked = (
+        "import importlib.util, os, apiserver.app as app\n"
+        "print(os.path.isfile(importlib.util.cache_from_source(app.__file__)))"
+    )
+    answer = _docker(client, "run", *POD, "--entrypoint=python", tag, "-c", asked)
+    assert answer.stdout.strip() == "True", answer.stderr[-2000:]
+
+
 def test_the_root_filesystem_is_read_only(built: tuple[str, str]) -> None:
     client, tag = built
     answer = _docker(client, "run", *POD, "--entrypoint=sh", tag, "-c", "touch /opt/coreio/x")
