@@ -20,11 +20,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR
+from apiserver.cluster.leader import LeadershipLost
 from apiserver.machinery import tasks
 from apiserver_operator import handlers, metrics
 from apiserver_operator.children import APISERVICE_NAMES
 from apiserver_operator.kube import ApiError, KubeClient, connection_from_environment
-from apiserver_operator.leader import LEASE_NAME, LeaderElection, LeadershipLost
+from apiserver_operator.leader import election as lease_election
 from apiserver_operator.uninstall import uninstall
 
 log = logging.getLogger("coreio.operator")
@@ -205,7 +206,7 @@ async def run(config: OperatorConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    election = LeaderElection(client, config.lease_namespace, LEASE_NAME, config.identity)
+    election = lease_election(client, config.lease_namespace, config.identity)
     runner = await _serve_http(config, election.unhealthy if config.leader_election else _healthy)
     try:
         if config.leader_election:
@@ -250,7 +251,7 @@ async def run_uninstall(config: OperatorConfig) -> int:
     client = KubeClient(connection_from_environment())
     namespace = config.namespaces[0] if config.namespaces else _pod_namespace()
     try:
-        lease = LeaderElection(client, config.lease_namespace, LEASE_NAME, "coreio-uninstall")
+        lease = lease_election(client, config.lease_namespace, "coreio-uninstall")
         for step in await uninstall(client, namespace, config.installation, config.uninstall_wait, lease):
             print(step, flush=True)
     finally:

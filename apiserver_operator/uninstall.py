@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 
+from apiserver.cluster.leader import LeaderElection
 from apiserver.machinery.types import JSON
 from apiserver_operator import reconcile
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
-from apiserver_operator.leader import LeaderElection
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION
 
 POLL_SECONDS = 1.0

@@ -1,6 +1,7 @@
 """`coreio-export NAME [-n NAMESPACE]`: runs one EventExport's exporter until it is stopped
 (SIGTERM or SIGINT: the batch in hand is sent and its position kept first) or the EventExport is
-deleted. A mistake is one line on stderr and exit status 1."""
+deleted; with --leader-elect, only while it holds the export's Lease (leading.py). A mistake is one
+line on stderr and exit status 1."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from typing import NoReturn
 
 import aiohttp
 
+from apiserver.cluster.leader import LeadershipLost
+from apiserver.machinery.gofmt import parse_go_duration
 from coreio_export.connection import Api, ExportError, settings, ssl_context
 from coreio_export.exporter import Exporter
+from coreio_export.leading import Timings, run_elected
 from coreio_export.metrics import ExportMetrics, serve
 from coreio_export.target import ExportGone, Target
 
@@ -40,8 +44,34 @@ def parser() -> Parser:
         metavar="HOST:PORT",
         help="serve Prometheus metrics at /metrics there (default: not served)",
     )
+    top.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="export only while holding the Lease coreio-export-NAME in the export's namespace (a "
+        "cluster's coordination.k8s.io/v1), so that of several replicas one exports at a time",
+    )
+    defaults = Timings()
+    for flag, default, what in (
+        ("lease-duration", defaults.lease, "how long a replica waits for an unrenewed Lease to expire"),
+        ("renew-deadline", defaults.renew_deadline, "how long the leader tries to renew before it stops"),
+        ("retry-period", defaults.retry, "the pause between two tries at the Lease"),
+    ):
+        top.add_argument(
+            f"--leader-elect-{flag}",
+            type=_duration,
+            default=default,
+            metavar="DURATION",
+            help=f"{what} ({default:g}s)",
+        )
     top.add_argument("-v", "--verbose", action="store_true", help="log each batch")
     return top
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_go_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _address(text: str) -> str:
@@ -63,14 +93,26 @@ async def export(args: argparse.Namespace) -> None:
     try:
         async with aiohttp.ClientSession() as session:
             api = Api(session, str(loaded.host).rstrip("/"), loaded, ssl_context(loaded))
-            await Exporter(api, target, stop, metrics).run()
+            exporter = Exporter(api, target, stop, metrics)
+            if args.leader_elect:
+                await run_elected(api, target, _timings(args), exporter.run, stop)
+            else:
+                await exporter.run()
     finally:
         if runner is not None:
             await runner.cleanup()
 
 
+def _timings(args: argparse.Namespace) -> Timings:
+    return Timings(
+        args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = parser().parse_args(argv)
+    if args.leader_elect and (problem := _timings(args).check()):
+        parser().error(problem)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format=f"{PROG}: %(message)s",
@@ -83,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except ExportGone as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         sys.exit(0)
+    except LeadershipLost as exc:
+        sys.exit(f"{PROG}: stopped exporting: {exc}")
     except ExportError as exc:
         sys.exit(f"{PROG}: error: {exc}")
     sys.exit(0)

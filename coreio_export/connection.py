@@ -58,6 +58,20 @@ class Api:
     async def get(self, path: str) -> JSON:
         return await self._json("GET", path)
 
+    async def get_or_none(self, path: str) -> JSON | None:
+        """The object at `path`, None when there is none (404)."""
+        try:
+            return await self.get(path)
+        except ApiError as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+
+    async def request(self, method: str, path: str, *, body: Any = None) -> JSON:
+        """`method` on `path` with `body` as JSON (a Lease's create or update)."""
+        data = None if body is None else orjson.dumps(body)
+        return await self._json(method, path, data, "application/json" if data is not None else "")
+
     async def merge_patch(self, path: str, body: JSON) -> JSON:
         return await self._json("PATCH", path, orjson.dumps(body), MERGE_PATCH)
 

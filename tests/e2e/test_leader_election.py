@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from apiserver.cluster.connection import load_kubeconfig
-from apiserver_operator.kube import KubeClient, resource_path
-from apiserver_operator.leader import LeaderElection, LeadershipLost
+from apiserver.cluster.leader import LeaderElection, LeadershipLost
+from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from tests.support.controlplane import ControlPlane, skip_without_control_plane, start_control_plane
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ async def client(plane: ControlPlane) -> AsyncIterator[KubeClient]:
 
 def _election(client: KubeClient, name: str, identity: str, **timings: float) -> LeaderElection:
     defaults = {"lease_seconds": 3, "renew_deadline": 2.0, "retry_seconds": 0.5}
-    return LeaderElection(client, NS, name, identity, **(defaults | timings))  # type: ignore[arg-type]
+    return LeaderElection(client, NS, name, identity, (ApiError,), **(defaults | timings))  # type: ignore[arg-type]
 
 
 def _stamp(offset: float) -> str:

@@ -123,3 +123,20 @@ def test_a_deleted_export_ends_it_and_a_mistake_is_one_line(
         1,
         f"coreio-export: error: the EventExport {ns}/absent is not found\n",
     )
+
+
+def test_leader_election_against_a_server_without_leases_is_one_line(server: ServerProcess) -> None:
+    """coreio on its own serves no Leases (kube-apiserver does): --leader-elect says so at once."""
+    env = {"KUBECONFIG": str(server.kubeconfig), "PATH": "/usr/bin:/bin"}
+    answer = subprocess.run(
+        [sys.executable, "-m", "coreio_export", "any", "--leader-elect"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert (answer.returncode, answer.stderr) == (
+        1,
+        "coreio-export: error: --leader-elect needs the cluster's Leases (coordination.k8s.io/v1), which "
+        "this server does not serve: run it against kube-apiserver, or without --leader-elect\n",
+    )

@@ -54,7 +54,7 @@ AVAILABLE_TIMEOUT = 120.0
 
 class AggregatedCoreio:
     """`extra_args` go to coreio after those of `args()`; `etcd_prefix` keeps a second instance's
-    data apart from the session's."""
+    data apart from the session's; `service_dns`: the Service name its serving certificate is for."""
 
     def __init__(
         self,
@@ -64,12 +64,14 @@ class AggregatedCoreio:
         delegated: bool = True,
         extra_args: Sequence[str] = (),
         etcd_prefix: str = "/coreio",
+        service_dns: str = SERVICE_DNS,
     ) -> None:
         self.plane = plane
         self.data_dir = data_dir
         self.delegated = delegated
         self.extra_args = list(extra_args)
         self.etcd_prefix = etcd_prefix
+        self.service_dns = service_dns
         self.pki_dir = data_dir / "pki"
         self.server = ServerProcess(data_dir=data_dir, port=free_port(), extra_args=[])
         self.serving_ca: pki.KeyPair | None = None
@@ -86,8 +88,8 @@ class AggregatedCoreio:
         self.serving_ca.save(self.pki_dir / "ca.crt", self.pki_dir / "ca.key")
         serving = pki.issue_serving_certificate(
             self.serving_ca,
-            [SERVICE_DNS, f"{SERVICE_DNS}.cluster.local", "localhost", "127.0.0.1"],
-            common_name=SERVICE_DNS,
+            [self.service_dns, f"{self.service_dns}.cluster.local", "localhost", "127.0.0.1"],
+            common_name=self.service_dns,
         )
         serving.save(self.pki_dir / "serving.crt", self.pki_dir / "serving.key")
         # A client certificate of the cluster CA, for tests that talk to coreio directly.

@@ -8,13 +8,14 @@ import asyncio
 import itertools
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -40,11 +41,24 @@ def export(name: str, sink: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return {"apiVersion": GROUP_VERSION, "kind": "EventExport", "metadata": {"name": name}, "spec": body}
 
 
+class Reached(Protocol):
+    """A server the exporter and the writer reach: a coreio ServerProcess, or a control plane's
+    kube-apiserver aggregating coreio."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    @property
+    def url(self) -> str: ...
+
+    def ssl_context(self) -> ssl.SSLContext: ...
+
+
 @dataclass
 class ExporterProcess:
     """`coreio-export NAME -n NAMESPACE` against `server`, its stderr in `log`."""
 
-    server: ServerProcess
+    server: Reached
     namespace: str
     name: str
     log: Path
@@ -87,7 +101,7 @@ class Written:
 
 
 async def write_events(
-    server: ServerProcess,
+    server: Reached,
     namespaces: list[str],
     *,
     rate: float,

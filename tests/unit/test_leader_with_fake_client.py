@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import aiohttp
 
+from apiserver.cluster.leader import LeaderElection
 from apiserver.machinery.types import JSON
-from apiserver_operator.leader import LeaderElection
 
 
 class FakeDisconnectingClient:
@@ -45,7 +45,7 @@ class FakeRenewingClient:
 async def test_health_follows_the_lease_as_client_gos_check_does() -> None:
     """/healthz's answer: a leader is unhealthy once its Lease went unrenewed for the lease's
     duration plus the tolerance, a waiting replica once its attempts stopped for as long."""
-    election = LeaderElection(FakeRenewingClient(), "ns", "lease", "me", lease_seconds=15)  # type: ignore[arg-type]
+    election = LeaderElection(FakeRenewingClient(), "ns", "lease", "me", lease_seconds=15)
     assert election.unhealthy() == ""  # just started
     assert await election._attempt() is True
     election.leading = True

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
+from apiserver.cluster.leader import LeaderElection
 from apiserver.machinery.types import JSON
-from apiserver_operator.leader import LeaderElection
 from apiserver_operator.uninstall import _wait_for_operator
 
 INSTALLATION = "/apis/operator.core.io/v1alpha1/namespaces/ns/installations/coreio"

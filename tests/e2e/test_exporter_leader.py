@@ -1,0 +1,191 @@
+"""coreio-export --leader-elect in a real cluster: two replicas of one EventExport's exporter,
+through a real kube-apiserver that aggregates coreio (Events in v1, EventExports in v1alpha1) and
+serves the Lease they elect through. One exports, the other waits; the leader killed (SIGKILL) in
+the middle of a stream of writes, the other takes over within the Lease's duration and goes on from
+the position the first one had delivered: every acknowledged Event reaches the sink, in order, the
+only duplicates those of the batch in flight at the kill. Stopped (SIGTERM), the leader hands the
+Lease back at once. Short timings (a 3 s Lease) keep it fast; the defaults are client-go's 15/10/2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.aggregation import AggregatedCoreio
+from tests.support.controlplane import ControlPlane
+from tests.support.exporter import SERVES_EXPORTS, ExporterProcess, delivery, export, read_lines, write_events
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "export-leader"
+NAME = "warnings"
+ALPHA = "v1alpha1.events.core.io"
+SERVICE = "coreio-exports"
+TIMINGS = [
+    "--leader-elect",
+    "--leader-elect-lease-duration=3s",
+    "--leader-elect-renew-deadline=2s",
+    "--leader-elect-retry-period=500ms",
+]
+BATCH = 100  # export()'s maxEvents: the most a kill may send twice
+
+
+@pytest.fixture(scope="module")
+def serves_exports(
+    control_plane: ControlPlane,
+    aggregated_coreio: AggregatedCoreio,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AggregatedCoreio]:
+    """A second coreio on the same etcd prefix (a replica of the session's), serving the alpha
+    version too, registered for it alone; the APIService is removed afterwards, so that later tests
+    see the discovery they expect."""
+    coreio = AggregatedCoreio(
+        control_plane,
+        tmp_path_factory.mktemp("coreio-exports"),
+        extra_args=[SERVES_EXPORTS],
+        service_dns=f"{SERVICE}.coreio-system.svc",
+    )
+    coreio.start()
+    try:
+        control_plane.apply(*_alpha_registration(coreio))
+        wait_until(
+            lambda: coreio.available(ALPHA)[0] == "True", timeout=120, message=lambda: coreio.log_tail()
+        )
+        wait_until(
+            lambda: (
+                "eventexports"
+                in control_plane.run("api-resources", "--api-group=events.core.io", check=False).stdout
+            ),
+            timeout=60,
+            message=lambda: "kubectl to discover EventExports; coreio: " + coreio.log_tail(),
+        )
+        control_plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        yield coreio
+    finally:
+        control_plane.run("delete", "apiservice", ALPHA, "--ignore-not-found", check=False)
+        control_plane.run(
+            "delete", "service", SERVICE, "-n", "coreio-system", "--ignore-not-found", check=False
+        )
+        coreio.stop()
+        # Gone from discovery, and from kubectl's cache of it, before the next module's tests.
+        wait_until(
+            lambda: (
+                "v1alpha1"
+                not in control_plane.run("get", "--raw", "/apis/events.core.io", check=False).stdout
+            ),
+            timeout=60,
+            message="the alpha version to leave discovery",
+        )
+        shutil.rmtree(control_plane.home / ".kube" / "cache", ignore_errors=True)
+
+
+def _alpha_registration(coreio: AggregatedCoreio) -> list[dict[str, Any]]:
+    assert coreio.serving_ca is not None
+    port = coreio.server.port
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": "coreio-system"},
+            "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": port}]},
+        },
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": ALPHA},
+            "spec": {
+                "group": "events.core.io",
+                "version": "v1alpha1",
+                "service": {"namespace": "coreio-system", "name": SERVICE, "port": port},
+                "caBundle": base64.b64encode(coreio.serving_ca.cert_pem).decode(),
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 5,
+            },
+        },
+    ]
+
+
+def lease(plane: ControlPlane) -> dict[str, Any]:
+    return dict(plane.json("get", "lease", f"coreio-export-{NAME}", "-n", NAMESPACE)["spec"])
+
+
+def leading(exporter: ExporterProcess) -> bool:
+    return "leading as" in exporter.log.read_text()
+
+
+def test_one_replica_exports_and_the_other_takes_over_losing_nothing(
+    control_plane: ControlPlane, serves_exports: AggregatedCoreio, tmp_path: Path
+) -> None:
+    sink = tmp_path / "out.jsonl"
+    control_plane.apply(
+        export(NAME, {"jsonLines": {"path": str(sink)}})
+        | {"metadata": {"name": NAME, "namespace": NAMESPACE}}
+    )
+    first, second = (
+        ExporterProcess(control_plane, NAMESPACE, NAME, tmp_path / f"exporter-{n}.log", TIMINGS)
+        for n in (1, 2)
+    )
+    first.start()
+    try:
+        wait_until(lambda: leading(first), timeout=30, message=lambda: first.log.read_text())
+        second.start()
+        wait_until(
+            lambda: "waiting to lead" in second.log.read_text(),
+            timeout=30,
+            message=lambda: second.log.read_text(),
+        )
+
+        def kill_the_leader(elapsed: float) -> None:
+            if elapsed > 3 and first.alive():
+                first.kill()
+
+        written = asyncio.run(
+            write_events(
+                control_plane, [NAMESPACE], rate=100, seconds=8, prefix="lead", during=kill_the_leader
+            )
+        )
+        assert not first.alive() and written.refused == 0
+        wait_until(lambda: leading(second), timeout=15, message=lambda: second.log.read_text())
+        names = {name for _, name, _, _ in written.events}
+        wait_until(
+            lambda: names <= {r["event"]["metadata"]["name"] for r in read_lines(sink)},
+            timeout=60,
+            message=lambda: f"{len(names)} written; the second exporter: {second.log.read_text()[-2000:]}",
+        )
+        got = delivery(read_lines(sink))
+        assert got.out_of_order == []
+        assert got.duplicates <= BATCH, got.duplicates
+        print(f"{len(names)} Events, {got.duplicates} sent twice across the kill")
+        # Stopped, the leader sends what it holds, exits 0 and hands the Lease back.
+        assert second.stop() == 0
+        assert lease(control_plane).get("holderIdentity") in (None, "")
+    finally:
+        for exporter in (first, second):
+            if exporter.alive():
+                exporter.kill()
+
+
+def test_a_waiting_replica_stops_at_once_and_exits_0(
+    control_plane: ControlPlane, serves_exports: AggregatedCoreio, tmp_path: Path
+) -> None:
+    holder = ExporterProcess(control_plane, NAMESPACE, NAME, tmp_path / "holder.log", TIMINGS)
+    waiting = ExporterProcess(control_plane, NAMESPACE, NAME, tmp_path / "waiting.log", TIMINGS)
+    holder.start()
+    try:
+        wait_until(lambda: leading(holder), timeout=30, message=lambda: holder.log.read_text())
+        waiting.start()
+        wait_until(lambda: "waiting to lead" in waiting.log.read_text(), timeout=30)
+        assert waiting.stop() == 0
+        assert "leading as" not in waiting.log.read_text()
+        assert holder.alive()
+    finally:
+        for exporter in (holder, waiting):
+            exporter.stop()
