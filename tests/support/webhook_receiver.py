@@ -25,6 +25,7 @@ class Receiver:
     records: list[dict[str, Any]] = field(default_factory=list)
     received_at: dict[str, float] = field(default_factory=dict)  # Event name -> first receipt (Unix time)
     content_types: set[str] = field(default_factory=set)
+    headers: list[dict[str, str]] = field(default_factory=list)  # each request's, in order
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -38,6 +39,7 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 kind = self.headers["Content-Type"]
+                receiver.headers.append(dict(self.headers.items()))
                 time.sleep(receiver.delay)  # the slow sink under test
                 receiver.take(kind, body)
                 self.send_response(200)

@@ -1,6 +1,9 @@
-"""coreio-export --leader-elect in a real cluster: two replicas of one EventExport's exporter,
-through a real kube-apiserver that aggregates coreio (Events in v1, EventExports in v1alpha1) and
-serves the Lease they elect through. One exports, the other waits; the leader killed (SIGKILL) in
+"""coreio-export in a real cluster, through a real kube-apiserver that aggregates coreio (Events in
+v1, EventExports in v1alpha1) and serves the Secrets a sink reads and the Lease replicas elect
+through.
+
+A webhook sink's headers come from a real Secret of the export's namespace. With --leader-elect,
+of two replicas of one EventExport's exporter one exports, the other waits; the leader killed (SIGKILL) in
 the middle of a stream of writes, the other takes over within the Lease's duration and goes on from
 the position the first one had delivered: every acknowledged Event reaches the sink, in order, the
 only duplicates those of the batch in flight at the kill. Stopped (SIGTERM), the leader hands the
@@ -21,7 +24,9 @@ import pytest
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
 from tests.support.exporter import SERVES_EXPORTS, ExporterProcess, delivery, export, read_lines, write_events
+from tests.support.server import free_port
 from tests.support.waiting import wait_until
+from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -189,3 +194,39 @@ def test_a_waiting_replica_stops_at_once_and_exits_0(
     finally:
         for exporter in (holder, waiting):
             exporter.stop()
+
+
+def test_a_webhooks_headers_come_from_a_secret_of_the_exports_namespace(
+    control_plane: ControlPlane, serves_exports: AggregatedCoreio, tmp_path: Path
+) -> None:
+    receiver = Receiver(free_port())
+    receiver.start()
+    token = "Bearer s3cret-from-the-cluster"
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "hook-token", "namespace": NAMESPACE},
+    }
+    control_plane.apply(secret | {"stringData": {"Authorization": token, "X-Tenant": "shop"}})
+    sink = {"webhook": {"url": receiver.url, "headersFrom": {"name": "hook-token"}}}
+    control_plane.apply(export("hooked", sink) | {"metadata": {"name": "hooked", "namespace": NAMESPACE}})
+    exporter = ExporterProcess(control_plane, NAMESPACE, "hooked", tmp_path / "hooked.log")
+    exporter.start()
+    try:
+        wait_until(
+            lambda: "position" in str(control_plane.json("get", "eventexport", "hooked", "-n", NAMESPACE)),
+            timeout=30,
+            message=lambda: exporter.log.read_text(),
+        )
+        written = asyncio.run(write_events(control_plane, [NAMESPACE], rate=50, seconds=1, prefix="hooked"))
+        names = {name for _, name, _, _ in written.events}
+        wait_until(
+            lambda: names <= {r["event"]["metadata"]["name"] for r in receiver.records},
+            timeout=30,
+            message=lambda: exporter.log.read_text(),
+        )
+        assert receiver.headers
+        assert all(h.get("Authorization") == token and h.get("X-Tenant") == "shop" for h in receiver.headers)
+    finally:
+        exporter.stop()
+        receiver.stop()
