@@ -9,7 +9,7 @@ flight, sent again, as a restart does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import math
 import socket
 import uuid
 from collections.abc import Callable, Coroutine
@@ -68,7 +68,7 @@ async def run_elected(
         lease_name(target),
         identity(),
         errors=(ExportError,),
-        lease_seconds=max(1, round(timings.lease)),
+        lease_seconds=math.ceil(timings.lease),  # whole seconds, never shorter than asked
         renew_deadline=timings.renew_deadline,
         retry_seconds=timings.retry,
     )
@@ -77,9 +77,13 @@ async def run_elected(
     try:
         await asyncio.wait((running, stopped), return_when=asyncio.FIRST_COMPLETED)
         if not running.done() and not election.leading:
-            running.cancel()  # stopped while waiting to lead: nothing to hand over
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
+            # Stopped while waiting to lead. An attempt cut short may still have taken the Lease:
+            # handed back, so that another replica need not wait for it to expire.
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await election.release_quietly()
+            return
+        await running
     finally:
         stopped.cancel()
         running.cancel()

@@ -161,6 +161,10 @@ HTTP_RETRIED = frozenset({401, 403, 404, 408, 429, 502, 503, 504})
 GRPC_REJECTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION})
 # Too large for the collector (its gRPC receive limit is 4 MiB by default): sent again in halves.
 TOO_LARGE_HTTP = 413
+# How the OpenTelemetry Collector says a body was over its max_request_body_size (20 MiB by
+# default): 400, with Go's error in the google.rpc.Status it answers with. A protobuf string is
+# its UTF-8 bytes as they are, so the answer holds these bytes whatever its encoding.
+TOO_LARGE_BODY = b"request body too large"
 
 
 class TooLarge(SinkError):
@@ -182,6 +186,7 @@ async def _halves(send: Callable[[list[JSON]], Awaitable[None]], batch: list[JSO
     except TooLarge as exc:
         if len(batch) == 1:
             return [str(exc)]
+        log.info("a batch of %d records too large for the collector: sent again in halves", len(batch))
         middle = len(batch) // 2
         return await _halves(send, batch[:middle]) + await _halves(send, batch[middle:])
     return []
@@ -211,7 +216,7 @@ class OTLPHTTP:
             raise SinkError(f"POST {self.url}: {exc or type(exc).__name__}") from None
         if not 200 <= answer.status < 300:
             said = f"POST {self.url}: {answer.status} {answer.reason or ''}".rstrip()
-            if answer.status == TOO_LARGE_HTTP:
+            if answer.status == TOO_LARGE_HTTP or TOO_LARGE_BODY in content:
                 raise TooLarge(said)
             if answer.status in HTTP_RETRIED:
                 raise SinkError(said)

@@ -64,8 +64,9 @@ class LeaderElection:
     namespace: str
     name: str
     identity: str
-    # The client's errors (each with the answer's `status`), tried again like NETWORK_ERRORS.
-    errors: tuple[type[Exception], ...] = ()
+    # The client's errors (each with the answer's `status`), tried again like NETWORK_ERRORS; a
+    # 409 or 422 among them is a rival's write that came first.
+    errors: tuple[type[Exception], ...]
     lease_seconds: int = 15
     renew_deadline: float = 10.0
     retry_seconds: float = 2.0
@@ -166,6 +167,16 @@ class LeaderElection:
             self.last_renewed = self.last_attempt
         return held
 
+    async def _attempt_within(self, seconds: float) -> bool:
+        """An attempt cut short after `seconds` (a request hanging on a dead connection must not
+        keep a leader working past its renew deadline while a rival takes the Lease over)."""
+        try:
+            async with asyncio.timeout(max(seconds, 0.0)):
+                return await self._attempt()
+        except TimeoutError:
+            log.warning("Lease %s/%s: no answer within the renew deadline", self.namespace, self.name)
+            return False
+
     def unhealthy(self, tolerance: float = 20.0) -> str:
         """Why this replica should be restarted, or "": as client-go's leader-election health
         check, a leader whose Lease went unrenewed for its duration plus `tolerance`; and a
@@ -184,7 +195,7 @@ class LeaderElection:
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.retry_seconds)
-            if await self._attempt():
+            if await self._attempt_within(renewed + self.renew_deadline - time.monotonic()):
                 renewed = time.monotonic()
             elif self.holder not in ("", self.identity):
                 raise LeadershipLost(f"Lease {self.namespace}/{self.name} is held by {self.holder} now")
@@ -214,9 +225,10 @@ class LeaderElection:
             for task in (worker, keeper):
                 task.cancel()
             await asyncio.gather(worker, keeper, return_exceptions=True)
-            await self._release_quietly()
+            await self.release_quietly()
 
-    async def _release_quietly(self) -> None:
+    async def release_quietly(self) -> None:
+        """`release`, a failure logged rather than raised."""
         try:
             await self.release()
         except (*self.errors, *NETWORK_ERRORS) as exc:

@@ -75,6 +75,7 @@ def serves_exports(
         control_plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         yield coreio
     finally:
+        control_plane.run("delete", "eventexports", "--all", "-n", NAMESPACE, "--wait=false", check=False)
         control_plane.run("delete", "apiservice", ALPHA, "--ignore-not-found", check=False)
         control_plane.run(
             "delete", "service", SERVICE, "-n", "coreio-system", "--ignore-not-found", check=False
@@ -82,14 +83,14 @@ def serves_exports(
         coreio.stop()
         # Gone from discovery, and from kubectl's cache of it, before the next module's tests.
         wait_until(
-            lambda: (
-                "v1alpha1"
-                not in control_plane.run("get", "--raw", "/apis/events.core.io", check=False).stdout
-            ),
-            timeout=60,
-            message="the alpha version to leave discovery",
+            lambda: _alpha_gone(control_plane), timeout=60, message="the alpha version to leave discovery"
         )
-        shutil.rmtree(control_plane.home / ".kube" / "cache", ignore_errors=True)
+
+
+def _alpha_gone(plane: ControlPlane) -> bool:
+    shutil.rmtree(plane.home / ".kube" / "cache", ignore_errors=True)
+    group = plane.run("get", "--raw", "/apis/events.core.io", check=False).stdout
+    return "v1alpha1" not in group and "eventexports" not in plane.run("api-resources", check=False).stdout
 
 
 def _alpha_registration(coreio: AggregatedCoreio) -> list[dict[str, Any]]:

@@ -2,10 +2,10 @@
 Central): the exporter starts while the broker is down, so its first batches fail and are retried;
 once the broker runs, every Event of the three namespaces exported reaches the topic once, each
 namespace's records in one partition (the key) and in revision order, with the dedup key and the
-change as headers. Over TLS the broker is trusted through caBundle, and SASL/PLAIN authenticates
-with the Secret's username and password (the sink's own classes: standalone coreio serves no
-Secrets). On SQLite: the sink does not depend on the storage (test_exporter.py runs the
-delivery itself on both)."""
+change as headers. Over TLS the broker is trusted through caBundle, and SASL (PLAIN, SCRAM-SHA-256
+and SCRAM-SHA-512) authenticates with the Secret's username and password (the sink's own classes:
+standalone coreio serves no Secrets). On SQLite: the sink does not depend on the storage
+(test_exporter.py runs the delivery itself on both)."""
 
 from __future__ import annotations
 
@@ -130,13 +130,16 @@ def test_the_sink_produces_over_tls_trusting_its_ca_bundle(secured: KafkaBroker)
     assert [k.decode() for k in keys] == [f"tls/{i}" for i in range(5)]
 
 
-def test_the_sink_authenticates_with_sasl_plain_from_its_secret(secured: KafkaBroker) -> None:
-    sink = KafkaSink(brokers=[f"127.0.0.1:{secured.sasl_port}"], topic=TOPIC)
-    secret = {"mechanism": "PLAIN", "username": USER, "password": PASSWORD}
-    produced(kafka_sink(sink, secret, None, "shop/sasl"), records("sasl", 3))
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_sink_authenticates_with_sasl_from_its_secret(secured: KafkaBroker, mechanism: str) -> None:
+    prefix = mechanism.lower()
+    topic = f"{TOPIC}-{prefix}"
+    secured.create_topic(topic, partitions=1)
+    sink = KafkaSink(brokers=[f"127.0.0.1:{secured.sasl_port}"], topic=topic)
+    secret = {"mechanism": mechanism, "username": USER, "password": PASSWORD}
+    produced(kafka_sink(sink, secret, None, "shop/sasl"), records(prefix, 3))
     wrong = secret | {"password": "not-it"}
     with pytest.raises(SinkError, match="Kafka"):
-        produced(kafka_sink(sink, wrong, None, "shop/sasl"), records("refused", 1))
-    taken = [dict(m.headers)["dedupKey"].decode() for m in secured.read(TOPIC, 8)]
-    assert [k for k in taken if k.startswith("sasl/")] == ["sasl/0", "sasl/1", "sasl/2"]
-    assert not [k for k in taken if k.startswith(("refused/", "untrusted/"))]
+        produced(kafka_sink(sink, wrong, None, "shop/sasl"), records(f"refused-{prefix}", 1))
+    taken = [dict(m.headers)["dedupKey"].decode() for m in secured.read(topic, 3)]
+    assert taken == [f"{prefix}/{i}" for i in range(3)]

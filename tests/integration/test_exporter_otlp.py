@@ -3,8 +3,9 @@ OTLP/gRPC and OTLP/HTTP: the exporter starts while the collector is down, so its
 are refused and retried; once the collector runs, every Event written reaches it once, as the log
 record the collector's own Kubernetes Events receiver would make (note, severity, reason, the
 regarded object as the resource), with the dedup key as log.record.uid. Over TLS, the collector's
-certificate is trusted through the sink's caBundle. On SQLite: the sink does
-not depend on the storage (test_exporter.py runs the delivery itself on both)."""
+certificate is trusted through the sink's caBundle. A batch larger than the collector takes in one
+request is sent again in halves, none lost. On SQLite: the sink does not depend on the storage
+(test_exporter.py runs the delivery itself on both)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tests.support.waiting import wait_until
 
 EVENTS = "/apis/events.core.io/v1"
 WRITTEN = 60
+LARGE = 1500  # Events in the batch too large for the collector
 # OpenTelemetry's severity numbers: WARN is 13, INFO is 9 (the collector writes the number).
 SEVERITY = {"Warning": (13, "Warning"), "Normal": (9, "Normal")}
 
@@ -152,3 +154,44 @@ def test_a_collector_over_tls_is_trusted_through_the_ca_bundle(
         f"s-{i}" for i in range(10)
     ]
     assert admin.get(path).json["status"]["counts"].get("failed", 0) == 0  # 0 is left out
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_a_batch_too_large_for_the_collector_is_sent_in_halves(
+    server: ServerProcess, tmp_path: Path, protocol: str
+) -> None:
+    """1,500 Events of a 1,000-character note pile up while the collector is down; the batch the
+    exporter then holds (about 2 MB) is more than the collector takes in one request (1 MiB over
+    gRPC, 256 KiB over HTTP), which it refuses for its size: sent again in halves (the exporter
+    says so), every record arrives once, and none is counted failed for its size."""
+    collector = Collector(tmp_path, small=True)
+    admin, ns = Api(server), f"otlp-{uuid.uuid4().hex[:6]}"
+    endpoint = collector.grpc_url if protocol == "grpc" else collector.http_url
+    body = export("large", {"otlp": {"endpoint": endpoint, "protocol": protocol}})
+    body["spec"]["batch"] = {"maxEvents": LARGE, "maxWait": "3s"}
+    assert admin.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body).status == 201
+    exporter = ExporterProcess(server, ns, "large", tmp_path / "exporter.log")
+    exporter.start()
+    path = f"{EXPORTS}/namespaces/{ns}/eventexports/large"
+    try:
+        wait_until(lambda: admin.get(path).json.get("status", {}).get("position"), timeout=30)
+        note = {"note": "n" * 1000}
+        written = asyncio.run(
+            write_events(server, [ns], rate=1000, seconds=LARGE / 1000, prefix="big", fields=note)
+        )
+        assert written.refused == 0
+        wait_until(lambda: admin.get(path).json["status"].get("lastError"), timeout=30)
+        collector.start()
+        wait_until(
+            lambda: len(collector.taken()) >= 1000, timeout=60, message=lambda: exporter.log.read_text()
+        )
+        assert exporter.stop() == 0
+    finally:
+        exporter.stop()
+        collector.stop()
+    keys = [r.attributes["log.record.uid"] for r in collector.taken()]
+    assert len(keys) == len(set(keys)) == LARGE
+    assert "too large for the collector: sent again in halves" in (tmp_path / "exporter.log").read_text()
+    status = admin.get(path).json["status"]
+    assert status["counts"]["sent"] == LARGE
+    assert "too large" not in status.get("lastError", "")

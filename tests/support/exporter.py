@@ -110,9 +110,11 @@ async def write_events(
     kind: Callable[[int], str] = lambda i: "Warning" if i % 2 else "Normal",
     connections: int = 8,
     during: Callable[[float], None] | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> Written:
     """Events written at `rate` a second for `seconds` (at most `connections` in flight), spread
-    over `namespaces`; `during(elapsed)` called every 0.1 s meanwhile (on this loop's thread)."""
+    over `namespaces`, with `fields` set in each; `during(elapsed)` called every 0.1 s meanwhile (on
+    this loop's thread)."""
     written = Written()
     total = int(rate * seconds)
     numbers = itertools.count()
@@ -125,7 +127,7 @@ async def write_events(
             if delay > 0:
                 await asyncio.sleep(delay)
             ns = namespaces[i % len(namespaces)]
-            body = event(f"{prefix}-{i}", ns, type=kind(i), reason=f"Reason{i % 7}")
+            body = event(f"{prefix}-{i}", ns, type=kind(i), reason=f"Reason{i % 7}", **(fields or {}))
             url = f"{server.url}/apis/events.core.io/v1/namespaces/{ns}/events"
             async with session.post(url, data=orjson.dumps(body), ssl=ssl) as response:
                 answer = await response.read()

@@ -2,7 +2,8 @@
 KRaft node that is its own controller, its storage formatted first, as Kafka's quickstart does. It
 listens on 127.0.0.1 only, and its topics are read back with aiokafka's consumer. With `secured`,
 it also listens over TLS (a PEM key store, its certificate from a CA of its own: `ca`) and over
-SASL/PLAIN (the one user `USER`, password `PASSWORD`)."""
+SASL (the one user `USER`, password `PASSWORD`), with PLAIN or SCRAM-SHA-256/512 (the user's SCRAM
+credentials written into the storage as it is formatted, as KRaft wants them)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 """
-SECURED = """sasl.enabled.mechanisms=PLAIN
+SECURED = """sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=\
   org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}="{password}";
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=\
+  org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=\
+  org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
 """
@@ -102,8 +107,13 @@ class KafkaBroker:
         config = self.directory / "server.properties"
         config.write_text(self._properties())
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        scram = [
+            f"--add-scram=SCRAM-SHA-{bits}=[name={USER},password={PASSWORD}]"
+            for bits in (256, 512)
+            if self.secured
+        ]
         formatted = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
+            self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config), *scram),
             capture_output=True,
             text=True,
             timeout=120,

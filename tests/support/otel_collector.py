@@ -26,9 +26,9 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{grpc}{tls}
+        endpoint: 127.0.0.1:{grpc}{tls}{grpc_limit}
       http:
-        endpoint: 127.0.0.1:{http}{tls}
+        endpoint: 127.0.0.1:{http}{tls}{http_limit}
 exporters:
   otlphttp:
     logs_endpoint: http://127.0.0.1:{received}/v1/logs
@@ -47,6 +47,12 @@ service:
       receivers: [otlp]
       exporters: [otlphttp]
 """
+# The receiver's smallest limits on what one request may carry (`small`): 1 MiB over gRPC (its
+# setting counts whole MiB; 4 MiB by default), 256 KiB over HTTP (20 MiB by default).
+GRPC_LIMIT = """
+        max_recv_msg_size_mib: 1"""
+HTTP_LIMIT = """
+        max_request_body_size: 262144"""
 TLS = """
         tls:
           cert_file: {cert}
@@ -97,10 +103,12 @@ def records(document: dict[str, Any]) -> list[LogRecord]:
 class Collector:
     """The collector process and the receiver behind it. `grpc_url` and `http_url` are what an
     export's otlp sink names; nothing listens there before `start`. With `tls`, both listen over
-    TLS with a certificate for 127.0.0.1 of a CA of its own (`ca`)."""
+    TLS with a certificate for 127.0.0.1 of a CA of its own (`ca`); with `small`, its receiver
+    takes requests no larger than GRPC_LIMIT and HTTP_LIMIT."""
 
     directory: Path
     tls: bool = False
+    small: bool = False
     ca: pki.KeyPair | None = None
     grpc_port: int = field(default_factory=free_port)
     http_port: int = field(default_factory=free_port)
@@ -140,7 +148,8 @@ class Collector:
         received_port = self._receiver.server_address[1]
         tls = self._tls_block()
         ports = {"grpc": self.grpc_port, "http": self.http_port, "received": received_port}
-        config.write_text(CONFIG.format(tls=tls, **ports))
+        limits = {"grpc_limit": GRPC_LIMIT, "http_limit": HTTP_LIMIT} if self.small else {}
+        config.write_text(CONFIG.format(tls=tls, **({"grpc_limit": "", "http_limit": ""} | limits), **ports))
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
                 [str(ensure_collector()), "--config", f"file:{config}"], stdout=log, stderr=log

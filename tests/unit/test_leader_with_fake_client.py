@@ -22,7 +22,7 @@ class FakeDisconnectingClient:
 
 async def test_a_dropped_connection_is_a_failed_attempt_not_a_crash() -> None:
     fake = FakeDisconnectingClient()
-    election = LeaderElection(fake, "ns", "lease", "me")  # type: ignore[arg-type]
+    election = LeaderElection(fake, "ns", "lease", "me", ())  # type: ignore[arg-type]
     assert await election._attempt() is False
     assert fake.calls == 1
 
@@ -45,7 +45,7 @@ class FakeRenewingClient:
 async def test_health_follows_the_lease_as_client_gos_check_does() -> None:
     """/healthz's answer: a leader is unhealthy once its Lease went unrenewed for the lease's
     duration plus the tolerance, a waiting replica once its attempts stopped for as long."""
-    election = LeaderElection(FakeRenewingClient(), "ns", "lease", "me", lease_seconds=15)
+    election = LeaderElection(FakeRenewingClient(), "ns", "lease", "me", (), lease_seconds=15)
     assert election.unhealthy() == ""  # just started
     assert await election._attempt() is True
     election.leading = True
@@ -60,7 +60,7 @@ async def test_health_follows_the_lease_as_client_gos_check_does() -> None:
 
 
 async def test_a_failed_attempt_still_counts_as_the_loop_alive() -> None:
-    election = LeaderElection(FakeDisconnectingClient(), "ns", "lease", "me")  # type: ignore[arg-type]
+    election = LeaderElection(FakeDisconnectingClient(), "ns", "lease", "me", ())  # type: ignore[arg-type]
     election.last_attempt -= 100
     assert election.unhealthy() != ""
     assert await election._attempt() is False

@@ -29,7 +29,7 @@ class FakeClient:
 
 
 def _lease(fake: FakeClient) -> LeaderElection:
-    return LeaderElection(fake, "ns", "coreio-operator", "coreio-uninstall")  # type: ignore[arg-type]
+    return LeaderElection(fake, "ns", "coreio-operator", "coreio-uninstall", ())  # type: ignore[arg-type]
 
 
 async def test_a_released_lease_ends_the_wait_at_once() -> None:

@@ -27,16 +27,20 @@ import pickle
 import queue
 import struct
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from apiserver.machinery import tasks
 from apiserver.storage.interface import KeyValue
 
 _LENGTH = struct.Struct("<Q")
 # The pages a follower holds for one cache before it stops reading the pipe.
 QUEUED_PAGES = 2
+# How long the first worker waits for its followers to take a page, and a follower for the first
+# worker's next page, before either gives the handoff up (the followers then list the storage
+# themselves): far longer than a page takes (0.1 s for 10,000 Events), and than a failed list takes
+# to say so (the etcd client's request timeout, 10 s).
+STALL_SECONDS = 30.0
 PIPE_SIZE = 1 << 20
 
 _Tuple = tuple[str, bytes, int, int]
@@ -121,12 +125,17 @@ class _Pipes:
         threading.Thread(target=self._write_all, name="watch-cache handoff", daemon=True).start()
 
     async def put(self, frame: bytes) -> None:
+        """`frame` on its way; when the followers have taken nothing for STALL_SECONDS, no more are
+        sent (the followers, hearing nothing, list the storage themselves)."""
         if self._closing:
             return
         try:
             self._frames.put_nowait(frame)
         except queue.Full:
-            await in_thread(self._frames.put, frame)
+            try:
+                await in_thread(self._frames.put, frame, True, STALL_SECONDS)
+            except queue.Full:
+                self._closing = True
 
     def close(self) -> None:
         """No more frames: the thread closes the pipes once it has written those already put."""
@@ -136,12 +145,15 @@ class _Pipes:
                 self._frames.put_nowait(None)
 
     def _write_all(self) -> None:
-        while (frame := self._frames.get()) is not None:
-            self._fds = [fd for fd in self._fds if _write(fd, frame)]
-            if self._closing and self._frames.empty():
-                break
-        for fd in self._fds:
-            os.close(fd)
+        try:
+            while (frame := self._frames.get()) is not None:
+                self._fds = [fd for fd in self._fds if _write(fd, frame)]
+                if self._closing and self._frames.empty():
+                    break
+        finally:
+            self._closing = True  # whatever ended it: nothing more is put
+            for fd in self._fds:
+                os.close(fd)
 
 
 def _write(fd: int, frame: bytes) -> bool:
@@ -174,21 +186,28 @@ class PageFeed:
         self._reader = asyncio.create_task(self._read(), name="watch-cache handoff")
 
     async def close(self) -> None:
-        await tasks.stop(self._reader)
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
 
-    async def pages(self, root: str) -> AsyncIterator[tuple[int, list[KeyValue]]]:
+    async def pages(self, root: str) -> AsyncGenerator[tuple[int, list[KeyValue]], None]:
         """`root`'s pages with the revision they were read at, the last one included.
-        HandoffEnded: no more will come (the follower lists the storage itself)."""
-        queue = self._queue(root)
+        HandoffEnded: no more will come, or none came for STALL_SECONDS (the follower lists the
+        storage itself)."""
+        pending = self._queue(root)
         try:
             while True:
-                _, last, revision, rows = await _next(queue, self._ended)
+                _, last, revision, rows = await _next(pending, self._ended)
                 yield revision, [KeyValue(*row) for row in rows]
                 if last:
                     return
         finally:
+            # Given up: later frames of this cache are dropped, and a reader waiting to queue one
+            # (the queue full) goes on, so that the other caches' pages still come.
             self._abandoned.add(root)
             self._queues.pop(root, None)
+            while not pending.empty():
+                pending.get_nowait()
 
     def _queue(self, root: str) -> asyncio.Queue[_Frame]:
         return self._queues.setdefault(root, asyncio.Queue(QUEUED_PAGES))
@@ -258,17 +277,18 @@ async def in_thread(function: Callable[..., _Result], *args: Any) -> _Result:
     return await future
 
 
-async def _next(queue: asyncio.Queue[_Frame], ended: asyncio.Event) -> _Frame:
-    """The queue's next frame, or HandoffEnded once the pipe has ended with the queue empty."""
-    if not queue.empty():
-        return queue.get_nowait()
-    got = asyncio.ensure_future(queue.get())
+async def _next(pending: asyncio.Queue[_Frame], ended: asyncio.Event) -> _Frame:
+    """The queue's next frame; HandoffEnded once the pipe has ended with the queue empty, or when
+    nothing came for STALL_SECONDS."""
+    if not pending.empty():
+        return pending.get_nowait()
+    got = asyncio.ensure_future(pending.get())
     done = asyncio.ensure_future(ended.wait())
     try:
-        await asyncio.wait((got, done), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((got, done), timeout=STALL_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        if got.done():
+            return got.result()
     finally:
-        done.cancel()
-    if got.done():
-        return got.result()
-    got.cancel()
-    raise HandoffEnded("the first worker is gone")
+        for future in (got, done):
+            future.cancel()
+    raise HandoffEnded("the first worker sent nothing more" if ended.is_set() else "no page for a while")

@@ -213,9 +213,10 @@ class ResourceCache:
 
     async def _take(self, feed: PageFeed) -> tuple[SortedState, int]:
         state, taken_at = SortedState(self.packer), 0
-        async for revision, items in feed.pages(self.root):
-            await _take_in(state, items)
-            taken_at = revision
+        async with contextlib.aclosing(feed.pages(self.root)) as pages:
+            async for revision, items in pages:
+                await _take_in(state, items)
+                taken_at = revision
         log.info("watch cache of %s takes the first worker's list at revision %d", self.root, taken_at)
         return state, taken_at
 
@@ -226,7 +227,7 @@ class ResourceCache:
             async for page in pages:
                 revision = page.revision
                 if tee is not None:
-                    await tee.send(self.root, revision, page.items, last=not page.more)
+                    await tee.send(self.root, revision, page.items, last=not (page.more and page.items))
                 await _take_in(state, page.items)
         return state, revision
 
@@ -239,7 +240,9 @@ class ResourceCache:
             try:
                 yield listed
             except BaseException:
-                await tasks.stop(following)
+                if following is not None:  # its own failure, if any, must not replace this one
+                    following.cancel()
+                    await asyncio.gather(following, return_exceptions=True)
                 raise
             listed = None if following is None else await following
 

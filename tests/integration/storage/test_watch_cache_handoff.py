@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from apiserver.storage.cacher import CachedStorage, resource
-from apiserver.storage.cacher.handoff import FirstFill, PageTee
+from apiserver.storage.cacher.handoff import FirstFill, PageFeed, PageTee
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import KeyValue, Storage
 from apiserver.storage.sqlite.backend import SQLiteStorage
@@ -149,3 +149,32 @@ async def test_the_first_worker_fills_when_its_follower_is_gone(open_storage: Op
         assert {root: len(items) for root, items in held(first).items()} == STORED
     finally:
         await first.close()
+
+
+async def test_a_cache_that_gives_its_pages_up_holds_back_no_other() -> None:
+    """One cache of a follower stops taking its pages after the first (its queue full behind it):
+    the pages of another cache, sent after them through the same pipe, still arrive."""
+    fills = FirstFill.pipes(2)
+    take_from = fills[1].take_from
+    assert take_from is not None
+    tee, feed = PageTee(fills[0].send_to, [EVENTS, BINDINGS]), PageFeed(take_from)
+    await tee.open()
+    await feed.open()
+    try:
+        page = [KeyValue(f"{EVENTS}ns/o", b"{}", 1, 1)]
+        for _ in range(6):
+            await tee.send(EVENTS, 9, page, last=False)
+        events = feed.pages(EVENTS)
+        assert await anext(events) == (9, page)
+        # While this cache works on its first page, its queue fills and the reader waits to queue
+        # one more; then the cache fails, and gives its pages up.
+        await asyncio.sleep(0.3)
+        await events.aclose()
+        binding = KeyValue(f"{BINDINGS}ns/b", b"{}", 7, 7)
+        await tee.send(BINDINGS, 9, [binding], last=True)
+        async with asyncio.timeout(10):
+            got = [page async for page in feed.pages(BINDINGS)]
+        assert got == [(9, [binding])]
+    finally:
+        await feed.close()
+        await tee.close()
