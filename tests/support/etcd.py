@@ -112,6 +112,9 @@ def version_args(version: tuple[int, ...]) -> list[str]:
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 NODE_PORTS_START = 30000  # and below Kubernetes' NodePorts, which the node tests' services take
 _PORT_TRIES = 200
+# Ports handed out already: two members given the same free port before either listens would make
+# a cluster with a duplicate URL (a CI run failed so).
+_GIVEN: set[int] = set()
 
 
 def _free_port() -> int:
@@ -126,11 +129,14 @@ def _free_port() -> int:
     if low > 4096:
         for _ in range(_PORT_TRIES):
             port = random.randrange(max(1024, low // 2), min(low, NODE_PORTS_START))
+            if port in _GIVEN:
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+                _GIVEN.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
