@@ -22,7 +22,7 @@ import kopf
 from apiserver.cluster.connection import SERVICE_ACCOUNT_DIR, in_cluster_connection
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.machinery.types import JSON
-from apiserver_operator import metrics, reconcile, retention, status
+from apiserver_operator import exporting, metrics, reconcile, retention, status
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION, parse_spec
 
@@ -35,6 +35,7 @@ UNREACHABLE = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 @dataclass(frozen=True)
 class HandlerConfig:
     reconcile_interval: float = 30.0
+    namespaces: tuple[str, ...] = ()  # those it manages; none: every namespace
 
 
 def login_in_cluster(
@@ -171,6 +172,54 @@ async def _collect_events(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger)
     return parse_go_duration(policy.interval)
 
 
+async def _keep_exporters(keeper: exporting.Keeper, body: kopf.Body, memo: kopf.Memo) -> float:
+    """One pass of the exporters' upkeep (once coreio is Available: the EventExports are read
+    through the aggregation layer); returns the seconds until the next unless an export changes."""
+    keeper.changed.clear()  # seen now, whatever this pass does: the wait after it must not end at once
+    if memo.get("deleting") or body.get("metadata", {}).get("deletionTimestamp"):
+        return GC_WAIT
+    try:
+        inst = reconcile.installation(dict(body), _default_image(memo))
+    except reconcile.Refused:
+        return GC_WAIT  # the reconciliation reports it
+    if not memo.get("available"):
+        return GC_WAIT
+    try:
+        async with _lock(memo):  # never beside the deletion's removal of the exporters
+            if memo.get("deleting"):
+                return GC_WAIT
+            await keeper.step(inst)
+    except UNREACHABLE as exc:
+        logging.getLogger(__name__).warning(f"keeping the exporters failed, next try soon: {exc}")
+        return GC_WAIT
+    return keeper.resync if keeper.synced or keeper.removed else 1.0
+
+
+async def _changed_or(keeper: exporting.Keeper, stopped: kopf.DaemonStopped, delay: float) -> None:
+    """Waits `delay` seconds, less when an export changes or the daemon is stopped."""
+    waits = [asyncio.ensure_future(keeper.changed.wait()), asyncio.ensure_future(stopped.wait(delay))]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+def _register_exporters(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
+    resource = (GROUP, VERSION, PLURAL)
+
+    # Each EventExport's exporter (exporting.py), kept by a daemon of its own beside the
+    # reconciliation, as the Event GC is.
+    @kopf.daemon(*resource, registry=registry, cancellation_timeout=10.0)
+    async def export(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        keeper = exporting.Keeper(_client(memo), config.namespaces, config.reconcile_interval)
+        try:
+            while not stopped:
+                await _changed_or(keeper, stopped, await _keep_exporters(keeper, body, memo))
+        finally:
+            await keeper.stop()
+
+
 def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
     resource = (GROUP, VERSION, PLURAL)
 
@@ -214,6 +263,8 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
         while not stopped:
             await stopped.wait(await _collect_events(body, memo, logger))
 
+    _register_exporters(registry, config)
+
     @kopf.on.delete(*resource, registry=registry)
     async def deleted(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         try:
@@ -225,4 +276,5 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
         async with _lock(memo):
             memo["deleting"] = True
             removed = await reconcile.remove_children(_client(memo), inst)
+            removed += await exporting.Keeper(_client(memo), config.namespaces).remove(inst)
         logger.info(f"removed {', '.join(removed) or 'nothing'}")

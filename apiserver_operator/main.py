@@ -57,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=["run", "check-api", "uninstall"],
         default="run",
         help="run the operator (default); check-api: list both resources through the cluster;"
-        " uninstall: delete the Installation --installation in the namespace -n (default: the pod's)"
-        " and wait until its children are gone (the chart's pre-delete hook)",
+        " uninstall: delete the Installation --installation in the first namespace -n (default: the"
+        " pod's) and wait until its children, and the exporters it deployed in each -n, are gone"
+        " (the chart's pre-delete hook)",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
@@ -125,8 +126,6 @@ def parse_args(argv: list[str] | None) -> tuple[str, OperatorConfig, bool]:
         parser.error("--reconcile-interval must be positive")
     if args.wait <= 0:
         parser.error("--wait must be positive")
-    if args.command == "uninstall" and len(args.namespace) > 1:
-        parser.error("uninstall takes one namespace (-n)")
     config = OperatorConfig(
         namespaces=list(args.namespace),
         leader_election=not args.no_leader_election,
@@ -186,7 +185,12 @@ async def _serve_http(
 
 async def _kopf(config: OperatorConfig, client: KubeClient, stop: asyncio.Event) -> None:
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, handlers.HandlerConfig(reconcile_interval=config.reconcile_interval))
+    handlers.register(
+        registry,
+        handlers.HandlerConfig(
+            reconcile_interval=config.reconcile_interval, namespaces=tuple(config.namespaces)
+        ),
+    )
     await kopf.operator(
         registry=registry,
         clusterwide=not config.namespaces,
@@ -249,10 +253,11 @@ async def check_api() -> int:
 async def run_uninstall(config: OperatorConfig) -> int:
     """The chart's pre-delete hook: see `uninstall`."""
     client = KubeClient(connection_from_environment())
-    namespace = config.namespaces[0] if config.namespaces else _pod_namespace()
+    namespaces = config.namespaces or [_pod_namespace()]
     try:
         lease = lease_election(client, config.lease_namespace, "coreio-uninstall")
-        for step in await uninstall(client, namespace, config.installation, config.uninstall_wait, lease):
+        steps = await uninstall(client, namespaces, config.installation, config.uninstall_wait, lease)
+        for step in steps:
             print(step, flush=True)
     finally:
         await client.close()

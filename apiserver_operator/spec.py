@@ -110,10 +110,26 @@ class APIServiceSettings(_Model):
     version_priority: int = Field(default=15, ge=1, le=1000)
 
 
+class ExporterResources(_Model):
+    requests: dict[str, str] = {"cpu": "50m", "memory": "96Mi"}
+    limits: dict[str, str] = {"memory": "256Mi"}
+
+
+class Exporters(_Model):
+    # A Deployment of coreio-export for each EventExport in the namespaces the operator manages
+    # (apiserver_operator/exporters.py); off: the exports' exporters are run by their owners.
+    deploy: bool = True
+    # Two: a standby (on another node where the scheduler can) takes over within the Lease's 15 s
+    # when the leader's pod or node goes.
+    replicas: int = Field(default=2, ge=1, le=10)
+    resources: ExporterResources = ExporterResources()
+
+
 class EventExportSettings(_Model):
     # Serve events.core.io/v1alpha1 (EventExport, docs/event-export.md): the server's
     # --runtime-config and the APIService v1alpha1.events.core.io. Off: an alpha version.
     enabled: bool = False
+    exporters: Exporters = Exporters()
 
 
 class Resources(_Model):

@@ -7,15 +7,17 @@ hook runs first, while the operator still runs: it deletes the Installation and 
 operator to remove its children. Should the operator not finish in time, or not run at all (its
 Lease released, or not renewed for a lease duration), the hook removes the children itself, from
 the Installation's namespace, name and owner alone (never its spec, which may be one the operator
-refuses), then drops the finalizer."""
+refuses), and the exporters it deployed (by label, in the namespaces given), then drops the
+finalizer."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from apiserver.cluster.leader import LeaderElection
 from apiserver.machinery.types import JSON
-from apiserver_operator import reconcile
+from apiserver_operator import exporting, reconcile
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
 from apiserver_operator.spec import FINALIZER, GROUP, PLURAL, VERSION
 
@@ -70,10 +72,16 @@ async def _drop_finalizer(client: KubeClient, path: str, attempts: int = 5) -> N
 
 
 async def uninstall(
-    client: KubeClient, namespace: str, name: str, wait: float, lease: LeaderElection | None = None
+    client: KubeClient,
+    namespaces: Sequence[str],
+    name: str,
+    wait: float,
+    lease: LeaderElection | None = None,
 ) -> list[str]:
-    """Deletes the Installation and returns what happened, one line per step. `lease`: the
-    operator's, so that the wait ends as soon as it shows no operator running."""
+    """Deletes the Installation `name` of the first of `namespaces` (the exporters it deployed are
+    looked for in each) and returns what happened, one line per step. `lease`: the operator's, so
+    that the wait ends as soon as it shows no operator running."""
+    namespace = namespaces[0]
     path = resource_path(f"{GROUP}/{VERSION}", PLURAL, namespace, name)
     body = await client.get_or_none(path)
     if body is None:
@@ -82,7 +90,9 @@ async def uninstall(
     if not (why := await _wait_for_operator(client, path, wait, lease)):
         return [f"Installation {namespace}/{name}: deleted, its children removed by the operator"]
     steps = [f"Installation {namespace}/{name}: {why}"]
-    removed = await reconcile.remove_children(client, reconcile.identity(body))
+    inst = reconcile.identity(body)
+    removed = await reconcile.remove_children(client, inst)
+    removed += await exporting.Keeper(client, namespaces).remove(inst)
     steps.append(f"removed {', '.join(removed) or 'nothing'}")
     await _drop_finalizer(client, path)
     if not await _gone(client, path, wait):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver.cluster.leader import LeaderElection
+from apiserver.resources import eventexport
 from coreio_export.connection import NOT_FOUND, Api, ApiError, ExportError
 from coreio_export.target import Target
 
@@ -42,7 +43,7 @@ class Timings:
 
 
 def lease_name(target: Target) -> str:
-    return f"coreio-export-{target.name}"
+    return eventexport.lease_name(target.name)
 
 
 def identity() -> str:

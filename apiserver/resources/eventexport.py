@@ -12,6 +12,7 @@ An alpha version: served only when `--runtime-config` enables events.core.io/v1a
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from collections.abc import Iterator
@@ -61,6 +62,7 @@ from apiserver.resources.base import (
 GROUP = "events.core.io"
 VERSION = "v1alpha1"
 ALL_NAMESPACES = "*"
+MAX_LEASE_NAME = 253
 WEBHOOK_FORMATS = ["CloudEvents", "JSON"]
 # OTEL_EXPORTER_OTLP_PROTOCOL's values for the two transports collectors receive on.
 OTLP_PROTOCOLS = ["grpc", "http/protobuf"]
@@ -657,6 +659,17 @@ def validate_status(status: JSON) -> list[FieldError]:
 
 
 # ----------------------------------------------------------------------------- admission
+
+
+def lease_name(name: str) -> str:
+    """The Lease (in the export's namespace) through which the replicas of the export `name`'s
+    exporter elect the one that exports: `coreio-export --leader-elect` takes it, and the operator
+    creates it for the exporters it deploys and gives them the right to it by this name. A name
+    too long for a Lease (253 characters) ends in a hash of it instead."""
+    lease = f"coreio-export-{name}"
+    if len(lease) <= MAX_LEASE_NAME:
+        return lease
+    return f"{lease[: MAX_LEASE_NAME - 9].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def exported_namespaces(obj: JSON) -> list[str]:

@@ -21,6 +21,11 @@ from typing import Any
 
 import pytest
 
+from apiserver.cluster.connection import load_kubeconfig
+from apiserver_operator import exporting
+from apiserver_operator.children import Installation
+from apiserver_operator.kube import KubeClient
+from apiserver_operator.spec import parse_spec
 from tests.support.aggregation import AggregatedCoreio
 from tests.support.controlplane import ControlPlane
 from tests.support.exporter import SERVES_EXPORTS, ExporterProcess, delivery, export, read_lines, write_events
@@ -231,3 +236,84 @@ def test_a_webhooks_headers_come_from_a_secret_of_the_exports_namespace(
     finally:
         exporter.stop()
         receiver.stop()
+
+
+def _exporter_objects(plane: ControlPlane, namespace: str) -> list[str]:
+    found = []
+    for kind in ("deployments", "serviceaccounts", "leases", "roles", "rolebindings"):
+        listed = plane.json("get", kind, "-n", namespace, "-l", "app.kubernetes.io/component=exporter")
+        found += [f"{kind}/{item['metadata']['name']}" for item in listed["items"]]
+    for kind in ("clusterroles", "clusterrolebindings"):
+        if plane.run("get", kind, "coreio:export-events", check=False).returncode == 0:
+            found.append(f"{kind}/coreio:export-events")
+    return sorted(found)
+
+
+async def _keep(plane: ControlPlane, keeper_of: Any, steps: list[tuple[Any, Any]]) -> list[list[str]]:
+    """Runs the operator's exporter upkeep (exporting.Keeper, with the admin's credentials) once
+    after each step's change to the cluster; what exists after each."""
+    client = KubeClient(load_kubeconfig(plane.kubeconfig))
+    keeper = keeper_of(client)
+    seen = []
+    try:
+        for change, inst in steps:
+            change()
+            keeper.changed.clear()
+            await keeper.step(inst)
+            if inst.spec.event_export.exporters.deploy:
+                await asyncio.wait_for(keeper.changed.wait(), timeout=30)  # the watch saw it
+                await keeper.step(inst)
+            seen.append(_exporter_objects(plane, NAMESPACE))
+    finally:
+        await keeper.stop()
+        await client.close()
+    return seen
+
+
+def test_the_operator_keeps_an_exporter_for_each_export_and_prunes_what_none_wants(
+    control_plane: ControlPlane, serves_exports: AggregatedCoreio
+) -> None:
+    """The operator's upkeep against the real kube-apiserver (no controller-manager: Deployments
+    stay unscheduled; tests/e2e/test_operator_on_node.py runs them): an export of every namespace
+    gets the cluster-wide binding; changed to its own namespace, a RoleBinding there instead; a
+    second export its own objects; deleted, its objects go; deployment turned off, all go."""
+    spec = {"eventExport": {"enabled": True}}
+    inst = Installation("coreio-system", "coreio", "u-1", parse_spec({"image": "coreio:e2e", **spec}))
+    off = Installation(
+        "coreio-system", "coreio", "u-1", parse_spec({"eventExport": {"exporters": {"deploy": False}}})
+    )
+    sink = {"jsonLines": {"path": "-"}}
+
+    def put(name: str, namespaces: list[str]) -> Any:
+        obj = export(name, sink) | {"metadata": {"name": name, "namespace": NAMESPACE}}
+        obj["spec"]["namespaces"] = namespaces
+        return lambda: control_plane.apply(obj)
+
+    def delete(name: str) -> Any:
+        return lambda: control_plane.run("delete", "eventexport", name, "-n", NAMESPACE)
+
+    seen = asyncio.run(
+        _keep(
+            control_plane,
+            lambda client: exporting.Keeper(client, [NAMESPACE], resync=0.0),
+            [
+                (put("kept", ["*"]), inst),
+                (put("kept", [NAMESPACE]), inst),
+                (put("other", []), inst),
+                (delete("other"), inst),
+                (lambda: None, off),
+            ],
+        )
+    )
+    kept = [f"{kind}/coreio-export-kept" for kind in ("deployments", "leases", "roles", "serviceaccounts")]
+    other = [f"{kind}/coreio-export-other" for kind in ("deployments", "leases", "roles", "serviceaccounts")]
+    reader = ["clusterroles/coreio:export-events"]
+    cluster_binding = ["clusterrolebindings/coreio:export-events"]
+    assert seen[0] == sorted([*kept, *reader, *cluster_binding, "rolebindings/coreio-export-kept"])
+    bound_here = [f"rolebindings/coreio-export:{NAMESPACE}:kept", "rolebindings/coreio-export-kept"]
+    assert seen[1] == sorted([*kept, *reader, *bound_here])
+    other_bound = [f"rolebindings/coreio-export:{NAMESPACE}:other", "rolebindings/coreio-export-other"]
+    assert seen[2] == sorted([*kept, *other, *reader, *bound_here, *other_bound])
+    assert seen[3] == seen[1]
+    assert seen[4] == []
+    control_plane.run("delete", "eventexport", "kept", "-n", NAMESPACE)

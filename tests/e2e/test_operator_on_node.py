@@ -131,11 +131,16 @@ OPERATOR_RIGHTS = [
     ("delete", "clusterroles/cluster-admin", "", False),
     ("patch", "clusterrolebindings/cluster-admin", "", False),
     ("create", "rolebindings", "kube-system", False),
+    ("create", "rolebindings", "default", False),
+    ("create", "roles", "default", False),
     ("get", "secrets", NS, True),
     ("create", "deployments", NS, True),
     ("patch", "apiservices/v1.events.core.io", "", True),
     ("delete", "clusterroles/coreio:apiserver", "", True),
     ("patch", "rolebindings/coreio:authentication-reader", "kube-system", True),
+    # The exporters' Roles and RoleBindings, where it manages (exporters.py).
+    ("create", "rolebindings", "second", True),
+    ("patch", "eventexports.events.core.io/any --subresource=status", "second", True),
 ]
 
 
@@ -150,7 +155,9 @@ def test_the_operators_own_token_reaches_nothing_beyond_coreio(on_node: OnNode) 
     answers = []
     for verb, resource, namespace, _ in OPERATOR_RIGHTS:
         where = ["-n", namespace] if namespace else []
-        done = kubectl.run("auth", "can-i", verb, resource, *where, check=False, env=cluster.kubectl_env)
+        done = kubectl.run(
+            "auth", "can-i", verb, *resource.split(), *where, check=False, env=cluster.kubectl_env
+        )
         answers.append((verb, resource, namespace, done.stdout.strip() == "yes"))
     assert answers == OPERATOR_RIGHTS
     for namespace in ("kube-system", NS):
@@ -399,6 +406,123 @@ def test_event_retention_through_the_cluster(on_node: OnNode) -> None:
     assert {f"new-{i}" for i in range(10)} <= names()
     retention = on_node.installation()["status"]["eventRetention"]
     assert retention["examined"] >= 10 and "lastRunTime" in retention
+
+
+EXPORTER = "coreio-export-to-stdout"
+# (verb, resource, namespace, allowed): the exporter's ServiceAccount, as kube-apiserver answers.
+EXPORTER_RIGHTS = [
+    ("list", "events.events.core.io", "second", True),
+    ("watch", "events.events.core.io", "second", True),
+    ("list", "events.events.core.io", "default", False),
+    ("delete", "events.events.core.io", "second", False),
+    ("get", "eventexports.events.core.io/to-stdout", "second", True),
+    ("list", "eventexports.events.core.io", "second", False),
+    ("create", "leases", "second", False),
+    ("patch", "eventexports.events.core.io/to-stdout --subresource=status", "second", True),
+    ("patch", "eventexports.events.core.io/other --subresource=status", "second", False),
+    ("patch", "eventexports.events.core.io/to-stdout", "second", False),
+    ("update", "leases/coreio-export-to-stdout", "second", True),
+    ("update", "leases/coreio-operator", NS, False),
+    ("get", "secrets", "second", False),
+]
+
+
+def _exporter_leader(on_node: OnNode) -> str:
+    """The pod whose exporter holds the export's Lease ("" while none does)."""
+    lease = on_node.get("lease", "coreio-export-to-stdout", "-n", "second") or {}
+    return str(lease.get("spec", {}).get("holderIdentity") or "").rpartition("_")[0]
+
+
+def _exported(on_node: OnNode, pod: str) -> set[str]:
+    """The names of the Events the pod's exporter wrote to its stdout (JSON lines)."""
+    done = on_node.cluster.run("logs", pod, "-n", "second", check=False)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {record["event"]["metadata"]["name"] for record in records}
+
+
+def _exported_by_the_leader(on_node: OnNode, names: set[str], not_by: str = "") -> str:
+    """The leading pod (not `not_by`) once its output holds every Event of `names`."""
+
+    def leader_has_them() -> str | None:
+        pod = _exporter_leader(on_node)
+        return pod if pod and pod != not_by and names <= _exported(on_node, pod) else None
+
+    found: str = wait_until(
+        leader_has_them,
+        timeout=120,
+        interval=1,
+        message=lambda: f"exported by the leader; {_exporters_said(on_node)}",
+    )
+    return found
+
+
+def _exporters_said(on_node: OnNode) -> str:
+    """The export's status, its Lease's holder and what each exporter pod logged (for failures)."""
+    export = on_node.get("eventexport", "to-stdout", "-n", "second") or {}
+    said = [f"status: {json.dumps(export.get('status'))}", f"leader: {_exporter_leader(on_node)!r}"]
+    pods = on_node.get("pods", "-n", "second", "-l", "app.kubernetes.io/component=exporter") or {}
+    for pod in pods.get("items", []):
+        name = pod["metadata"]["name"]
+        logs = on_node.cluster.run("logs", name, "-n", "second", check=False)
+        said.append(f"{name}: {(logs.stdout + logs.stderr)[-1500:]}")
+    return "\n".join(said)
+
+
+def test_an_eventexport_gets_its_exporter_deployed_with_its_rights_alone(on_node: OnNode) -> None:
+    """The operator deploys coreio-export for an EventExport (two replicas electing one), with a
+    ServiceAccount allowed what the exporter does and nothing more; the leader's pod deleted, the
+    other exports on from the position; the export deleted, its exporter goes."""
+    export = {
+        "apiVersion": "events.core.io/v1alpha1",
+        "kind": "EventExport",
+        "metadata": {"name": "to-stdout", "namespace": "second"},
+        "spec": {"sink": {"jsonLines": {"path": "-"}}, "batch": {"maxWait": "200ms"}},
+    }
+    on_node.cluster.apply(export)
+
+    def two_ready() -> bool:
+        deployment = on_node.get("deployment", EXPORTER, "-n", "second") or {}
+        return bool(deployment.get("status", {}).get("readyReplicas") == 2)
+
+    wait_until(two_ready, timeout=120, interval=1, message="the exporter's two replicas", ignoring=CONVERGING)
+
+    def positioned() -> bool:
+        # A new export starts at the present: its first position, written before it reads.
+        found = on_node.get("eventexport", "to-stdout", "-n", "second") or {}
+        return bool(found.get("status", {}).get("position"))
+
+    wait_until(positioned, timeout=60, interval=0.5, message=lambda: _exporters_said(on_node))
+    on_node.cluster.apply(*[_event(f"export-{i}", 5, "second") for i in range(20)])
+    first = _exported_by_the_leader(on_node, {f"export-{i}" for i in range(20)})
+    who = f"--as=system:serviceaccount:second:{EXPORTER}"
+    answers = []
+    for verb, resource, namespace, _ in EXPORTER_RIGHTS:
+        asked = ["auth", "can-i", verb, *resource.split(), "-n", namespace, who]
+        answers.append(
+            (verb, resource, namespace, on_node.cluster.run(*asked, check=False).stdout.strip() == "yes")
+        )
+    assert answers == EXPORTER_RIGHTS
+    # Deleted (SIGTERM): it sends its batch, hands the Lease back; the standby goes on from the
+    # position in the status, so the earlier Events are not written again.
+    on_node.cluster.run("delete", "pod", first, "-n", "second", "--wait=false")
+    on_node.cluster.apply(*[_event(f"after-{i}", 5, "second") for i in range(20)])
+    second = _exported_by_the_leader(on_node, {f"after-{i}" for i in range(20)}, not_by=first)
+    again = {name for name in _exported(on_node, second) if name.startswith("export-")}
+    print(f"\nexported by {first}, then by {second} after the first's pod was deleted; again: {again}")
+    assert not again
+    on_node.cluster.run("delete", "eventexport", "to-stdout", "-n", "second")
+
+    def removed() -> bool:
+        named = [
+            (kind, EXPORTER) for kind in ("deployment", "serviceaccount", "role", "rolebinding", "lease")
+        ]
+        named.append(("rolebinding", "coreio-export:second:to-stdout"))
+        gone = all(on_node.get(kind, name, "-n", "second") is None for kind, name in named)
+        return gone and on_node.get("clusterrole", "coreio:export-events") is None
+
+    wait_until(
+        removed, timeout=60, interval=0.5, message=f"{EXPORTER}'s objects removed", ignoring=CONVERGING
+    )
 
 
 def _from_leader(on_node: OnNode, port: int, path: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from apiserver.admission.objects import PLURALS as ADMISSION_PLURALS
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
-from apiserver_operator import children, reconcile
+from apiserver_operator import children, exporters, exporting, reconcile
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
 from tests.support import manifests
@@ -429,12 +429,14 @@ OPERATOR_GRANTS = {
     *grants("operator.core.io", ["installations/status"], ["get", "patch", "update"]),
     *grants("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
     *grants("apiregistration.k8s.io", ["apiservices"], BY_NAME, children.ALL_APISERVICE_NAMES),
-    *grants(RBAC, ["clusterroles"], BY_NAME, (children.CLUSTER_ROLE, ACCESS_REVIEWER)),
+    *grants(
+        RBAC, ["clusterroles"], BY_NAME, (children.CLUSTER_ROLE, ACCESS_REVIEWER, exporters.EVENTS_READER)
+    ),
     *grants(
         RBAC,
         ["clusterrolebindings"],
         BY_NAME,
-        (children.CLUSTER_ROLE, children.AUTH_DELEGATOR_BINDING, ACCESS_REVIEWER),
+        (children.CLUSTER_ROLE, children.AUTH_DELEGATOR_BINDING, ACCESS_REVIEWER, exporters.EVENTS_READER),
     ),
     *grants(RBAC, ["clusterroles"], ["bind"], ("system:auth-delegator",)),
     *grants(RBAC, ["roles", "clusterroles"], READ),
@@ -449,6 +451,11 @@ NAMESPACED_GRANTS = {
     *grants("apps", ["deployments"], CRUD),
     *grants("policy", ["poddisruptionbudgets"], CRUD),
     *grants("", ["events"], ["create", "patch"]),
+    # The exporters it deploys (exporters.py): their Roles and bindings, and what those grant.
+    *grants(RBAC, ["roles", "rolebindings"], CRUD),
+    *grants("coordination.k8s.io", ["leases"], CRUD),
+    *grants("events.core.io", ["eventexports"], READ),
+    *grants("events.core.io", ["eventexports/status"], ["patch"]),
 }
 KUBE_SYSTEM_GRANTS = {
     *grants(RBAC, ["rolebindings"], BY_NAME, (children.AUTH_READER_BINDING,)),
@@ -511,6 +518,34 @@ def test_operator_holds_what_it_writes(helm: ChartHelm) -> None:
         ref = obj["roleRef"]
         plural = {"ClusterRole": "clusterroles", "Role": "roles"}[ref["kind"]]
         assert ref["name"] in written or (RBAC, plural, "bind", ref["name"]) in cluster | kube_system
+
+
+def test_operator_holds_what_it_writes_and_grants_for_an_exporter(helm: ChartHelm) -> None:
+    """Every object of an exporter (exporters.py), written under a right the chart grants where
+    it lives; and every right its Role and ClusterRole grant, held by the operator there
+    (kube-apiserver's escalation check), a right held for every name covering one by name."""
+    objs = render(helm)
+    cluster = granted(only(objs, "ClusterRole", OPERATOR)["rules"])
+    namespaced = granted(only(objs, "ClusterRole", f"{OPERATOR}-namespaced")["rules"])
+    inst = Installation(NAMESPACE, RELEASE, "uid", InstallationSpec())
+    sink = {"webhook": {"url": "https://hook", "headersFrom": {"name": "token"}}}
+    obj = {"metadata": {"namespace": NAMESPACE, "name": "e", "uid": "u"}, "spec": {"sink": sink}}
+    export = exporters.Export.of(obj)
+    every = exporters.Export.of(obj | {"spec": {"namespaces": ["*"]}})
+    written = [
+        *exporters.objects(inst, export),
+        exporters.events_reader(inst),
+        exporters.all_namespaces_binding(inst, [every]),
+    ]
+    for child in written:
+        plural, group = exporting.KINDS[child["kind"]][1], child["apiVersion"].rpartition("/")[0]
+        namespace, name = child["metadata"].get("namespace"), child["metadata"]["name"]
+        held, where = (namespaced, "") if namespace else (cluster, name)
+        for verb in ("get", "create", "patch", "delete"):
+            assert (group, plural, verb, where) in held, f"{verb} {plural} {name} in {namespace}"
+    for role, held in ((exporters.role(inst, export), namespaced), (exporters.events_reader(inst), cluster)):
+        for group, resource, verb, _ in granted(role["rules"]):
+            assert (group, resource, verb, "") in held, f"{verb} {resource} granted, not held"
 
 
 def test_operator_role_holds_its_lease(helm: ChartHelm) -> None:

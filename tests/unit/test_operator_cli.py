@@ -69,6 +69,12 @@ def test_a_bad_flag_value_names_the_flag() -> None:
     )
 
 
+def test_uninstall_takes_the_namespaces_its_exporters_may_be_in() -> None:
+    # The first is the Installation's; the chart passes every namespace the operator manages.
+    _, config, _ = parse_args(["uninstall", "-n", "coreio", "-n", "team"])
+    assert config.namespaces == ["coreio", "team"]
+
+
 def test_uninstall_takes_the_installation_and_a_wait() -> None:
     command, config, _ = parse_args(["uninstall", "-n", "team", "--installation=prod", "--wait=5"])
     assert (command, config.namespaces, config.installation, config.uninstall_wait) == (
@@ -82,7 +88,6 @@ def test_uninstall_takes_the_installation_and_a_wait() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("uninstall", "-n", "a", "-n", "b"), "coreio-operator: error: uninstall takes one namespace (-n)"),
         (("uninstall", "--wait=0"), "coreio-operator: error: --wait must be positive"),
     ],
 )
