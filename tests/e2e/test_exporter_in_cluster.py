@@ -46,6 +46,7 @@ TIMINGS = [
     "--leader-elect-retry-period=500ms",
 ]
 BATCH = 100  # export()'s maxEvents: the most a kill may send twice
+KEPT = "export-kept"  # the operator's upkeep of exporters, apart from the exports above
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +264,7 @@ async def _keep(plane: ControlPlane, keeper_of: Any, steps: list[tuple[Any, Any]
             if inst.spec.event_export.exporters.deploy:
                 await asyncio.wait_for(keeper.changed.wait(), timeout=30)  # the watch saw it
                 await keeper.step(inst)
-            seen.append(_exporter_objects(plane, NAMESPACE))
+            seen.append(_exporter_objects(plane, KEPT))
     finally:
         await keeper.stop()
         await client.close()
@@ -284,21 +285,23 @@ def test_the_operator_keeps_an_exporter_for_each_export_and_prunes_what_none_wan
     )
     sink = {"jsonLines": {"path": "-"}}
 
+    control_plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KEPT}})
+
     def put(name: str, namespaces: list[str]) -> Any:
-        obj = export(name, sink) | {"metadata": {"name": name, "namespace": NAMESPACE}}
+        obj = export(name, sink) | {"metadata": {"name": name, "namespace": KEPT}}
         obj["spec"]["namespaces"] = namespaces
         return lambda: control_plane.apply(obj)
 
     def delete(name: str) -> Any:
-        return lambda: control_plane.run("delete", "eventexport", name, "-n", NAMESPACE)
+        return lambda: control_plane.run("delete", "eventexport", name, "-n", KEPT)
 
     seen = asyncio.run(
         _keep(
             control_plane,
-            lambda client: exporting.Keeper(client, [NAMESPACE], resync=0.0),
+            lambda client: exporting.Keeper(client, [KEPT], resync=0.0),
             [
                 (put("kept", ["*"]), inst),
-                (put("kept", [NAMESPACE]), inst),
+                (put("kept", [KEPT]), inst),
                 (put("other", []), inst),
                 (delete("other"), inst),
                 (lambda: None, off),
@@ -310,10 +313,10 @@ def test_the_operator_keeps_an_exporter_for_each_export_and_prunes_what_none_wan
     reader = ["clusterroles/coreio:export-events"]
     cluster_binding = ["clusterrolebindings/coreio:export-events"]
     assert seen[0] == sorted([*kept, *reader, *cluster_binding, "rolebindings/coreio-export-kept"])
-    bound_here = [f"rolebindings/coreio-export:{NAMESPACE}:kept", "rolebindings/coreio-export-kept"]
+    bound_here = [f"rolebindings/coreio-export:{KEPT}:kept", "rolebindings/coreio-export-kept"]
     assert seen[1] == sorted([*kept, *reader, *bound_here])
-    other_bound = [f"rolebindings/coreio-export:{NAMESPACE}:other", "rolebindings/coreio-export-other"]
+    other_bound = [f"rolebindings/coreio-export:{KEPT}:other", "rolebindings/coreio-export-other"]
     assert seen[2] == sorted([*kept, *other, *reader, *bound_here, *other_bound])
     assert seen[3] == seen[1]
     assert seen[4] == []
-    control_plane.run("delete", "eventexport", "kept", "-n", NAMESPACE)
+    control_plane.run("delete", "eventexport", "kept", "-n", KEPT)
