@@ -15,8 +15,12 @@ Kafka broker, Loki):
 
 The issue asks for kubernetes-event-exporter beside it (same Events, same receiver). Its module,
 github.com/resmoio/kubernetes-event-exporter, is not served by the Go module proxy this project
-reaches (403 for @latest and every version tried on 2026-11-27), so its column is not run; the
-table says so.
+reaches (403 for @latest and every version tried on 2026-11-27 and 2026-11-28), so its row is not
+run; the table says so. Beside coreio-export runs instead the other exporter the issue names that
+the proxy serves: the OpenTelemetry Collector's `k8sobjects` receiver (bench/k8sobjects.py),
+watching the same Events of its own namespace and sending them over OTLP/HTTP, through the same
+three phases (`--no-alternative` leaves it out). It keeps no position, so its catch-up column says
+how many of the backlog it never sent; its kill is a restart from the present.
 """
 
 from __future__ import annotations
@@ -29,11 +33,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.k8sobjects import VERSION as K8SOBJECTS_VERSION
+from bench.k8sobjects import K8sObjectsEnd
 from bench.sinks import SINKS, harness
 from bench.stats import percentile
 from tests.support.api import Api, event
 from tests.support.etcd import EtcdProcess
-from tests.support.exporter import EXPORTS, GROUP_VERSION, ExporterProcess, delivery, export, write_events
+from tests.support.exporter import (
+    EXPORTS,
+    GROUP_VERSION,
+    ExporterProcess,
+    Written,
+    delivery,
+    export,
+    write_events,
+)
 from tests.support.server import ServerProcess, start_server
 
 NOT_RUN = "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here)"
@@ -48,6 +62,8 @@ class Row:
     p99: float
     lost: int
     duplicated: int
+    exporter: str = "coreio-export"
+    never_sent: tuple[int, int] | None = None  # of the backlog: (never sent, written); no position
 
 
 def position(api: Api, ns: str) -> int:
@@ -72,8 +88,10 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
     api = Api(server)
     ns = f"bench-{sink.lower()}-{time.monotonic_ns() % 100000}"
     end = harness(sink, scratch / f"{storage}-{sink}")
-    body = export("bench", end.target(), batch={"maxEvents": 100, "maxWait": "100ms"})
-    assert api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body).status == 201
+    body = export("bench", end.target(), batch={"maxEvents": 100, "maxWait": args.max_wait})
+    created = api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body)
+    if created.status != 201:
+        raise SystemExit(f"the EventExport was refused: {created.json.get('message')}")
     end.start()
     exporter = ExporterProcess(server, ns, "bench", scratch / f"{storage}-{sink}.log")
     try:
@@ -97,7 +115,7 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
                 rate=args.rate,
                 seconds=args.seconds,
                 prefix="k",
-                during=kill_once(exporter, args.seconds / 2),
+                during=kill_once(exporter.kill, exporter.start, args.seconds / 2),
             )
         )
         wait_position(api, ns, newest(api))
@@ -125,16 +143,71 @@ def load_rate(count: int, began: float, ended: float) -> float:
     return count / (ended - began)
 
 
-def kill_once(exporter: ExporterProcess, at: float) -> Callable[[float], None]:
+def kill_once(kill: Callable[[], None], start: Callable[[], None], at: float) -> Callable[[float], None]:
+    """`kill` (SIGKILL), then `start` at once, the first time `at` seconds have passed."""
     done: list[float] = []
 
     def during(elapsed: float) -> None:
         if not done and elapsed >= at:
-            exporter.kill()
-            exporter.start()
+            kill()
+            start()
             done.append(elapsed)
 
     return during
+
+
+def names(written: Written) -> set[str]:
+    return {name for _, name, _, _ in written.events}
+
+
+def settle(end: K8sObjectsEnd, wanted: set[str], quiet: float = 3.0, limit: float = 60.0) -> None:
+    """Until `end` received every name of `wanted`, or nothing new for `quiet` seconds."""
+    began = last_change = time.monotonic()
+    count = -1
+    while not wanted <= set(end.received_at()) and time.monotonic() - began < limit:
+        if (now := len(end.received_at())) != count:
+            count, last_change = now, time.monotonic()
+        elif time.monotonic() - last_change > quiet:
+            return
+        time.sleep(0.05)
+
+
+def measure_k8sobjects(server: ServerProcess, storage: str, args: argparse.Namespace, scratch: Path) -> Row:
+    """The same three phases for the collector's k8sobjects receiver, into its OTLP/HTTP receiver."""
+    ns = f"bench-k8sobjects-{time.monotonic_ns() % 100000}"
+    end = K8sObjectsEnd(server, ns, scratch / f"{storage}-k8sobjects")
+    try:
+        end.start()
+        end.stop()
+        backlog = asyncio.run(
+            write_events(server, [ns], rate=args.backlog, seconds=1, prefix="b", connections=16)
+        )
+        end.start()
+        settle(end, names(backlog))
+        never_sent = len(names(backlog) - set(end.received_at()))
+        paced = asyncio.run(write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="p"))
+        settle(end, names(paced))
+        received = end.received_at()
+        latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
+        restart = kill_once(end.kill, lambda: end.start(wait=False), args.seconds / 2)
+        killed = asyncio.run(
+            write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="k", during=restart)
+        )
+        settle(end, names(killed))
+        added = [name for name in end.added() if name.startswith("k-")]
+        return Row(
+            storage,
+            "otlpHttp",
+            0.0,
+            percentile(latencies, 0.5),
+            percentile(latencies, 0.99),
+            len(names(killed) - set(added)),
+            len(added) - len(set(added)),
+            exporter=f"otelcol k8sobjects {K8SOBJECTS_VERSION}",
+            never_sent=(never_sent, len(names(backlog))),
+        )
+    finally:
+        end.close()
 
 
 def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
@@ -145,7 +218,10 @@ def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
     server = start_server(scratch / storage, flags)
     try:
         Api(server).post("/apis/events.core.io/v1/namespaces/warm/events", event("warm", "warm"))
-        return [measure(server, storage, sink, args, scratch) for sink in args.sinks.split(",")]
+        rows = [measure(server, storage, sink, args, scratch) for sink in args.sinks.split(",")]
+        if args.alternative:
+            rows.append(measure_k8sobjects(server, storage, args, scratch))
+        return rows
     finally:
         server.stop()
         if etcd is not None:
@@ -159,8 +235,13 @@ def table(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        catch_up = f"{r.catch_up:,.0f}"
+        if r.never_sent is not None:
+            catch_up = (
+                f"none: {r.never_sent[0]:,} of the {r.never_sent[1]:,} written while stopped never sent"
+            )
         lines.append(
-            f"| coreio-export | {r.storage} | {r.sink} | {r.catch_up:,.0f} | {r.p50 * 1000:.0f} ms | "
+            f"| {r.exporter} | {r.storage} | {r.sink} | {catch_up} | {r.p50 * 1000:.0f} ms | "
             f"{r.p99 * 1000:.0f} ms | {r.lost} | {r.duplicated} |"
         )
     lines.append(f"| {NOT_RUN} | | | | | | | |")
@@ -174,6 +255,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="Events a second while it runs")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each paced load lasts")
     parser.add_argument("--sinks", default=",".join(SINKS), help=f"comma-separated, of {', '.join(SINKS)}")
+    parser.add_argument(
+        "--max-wait",
+        default="100ms",
+        help="how long coreio-export's batch waits for more records (the export's batch.maxWait)",
+    )
+    parser.add_argument(
+        "--no-alternative",
+        dest="alternative",
+        action="store_false",
+        help="leave out the collector's k8sobjects receiver (built from Go modules at its first run)",
+    )
     args = parser.parse_args()
     storages = ["sqlite", "etcd"] if args.storage == "both" else [args.storage]
     with tempfile.TemporaryDirectory(prefix="coreio-bench-export-") as scratch:

@@ -5,8 +5,10 @@ resourceVersion, the Event's name and namespace at least) and `received_at` (Eve
 time of first receipt).
 
 How receipt is seen: the webhook receiver's request; the JSON-lines file polled every 5 ms; the
-records the collector passes on to its OTLP/HTTP exporter's endpoint; a Kafka consumer reading the
-topic as it fills; Loki's query API polled every 100 ms (so Loki's latency includes up to that)."""
+records the collector passes on to its OTLP/HTTP exporter's endpoint; `otlpHttp`: OTLP/HTTP straight
+to the bench's own receiver, the end the collector's k8sobjects receiver sends to too (so the two
+exporters meet the same end); a Kafka consumer reading the topic as it fills; Loki's query API
+polled every 100 ms (so Loki's latency includes up to that)."""
 
 from __future__ import annotations
 
@@ -16,15 +18,19 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 from aiokafka import AIOKafkaConsumer
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.loki_server import LokiServer
 from tests.support.otel_collector import Collector, LogRecord
+from tests.support.otel_collector import records as otlp_records
 from tests.support.server import free_port
 from tests.support.webhook_receiver import Receiver
 
@@ -167,6 +173,85 @@ class CollectorEnd:
         self.collector.stop()
 
 
+PROTOBUF = "application/x-protobuf"
+
+
+def _protobuf_as_json(body: bytes) -> dict[str, Any]:
+    """An ExportLogsServiceRequest in protobuf (coreio-export's http/protobuf) as OTLP JSON."""
+    request = ExportLogsServiceRequest.FromString(body)
+    document: dict[str, Any] = json_format.MessageToDict(request, use_integers_for_enums=True)
+    return document
+
+
+def _field(value: Any, *keys: str) -> Any:
+    """A field of an OTLP JSON kvlist (`plain` leaves a kvlist as {"values": [...]})."""
+    for key in keys:
+        entries = value.get("values", []) if isinstance(value, dict) else []
+        found: Any = next((e["value"] for e in entries if e.get("key") == key), {})
+        value = (
+            found.get("kvlistValue", next(iter(found.values()), None)) if isinstance(found, dict) else None
+        )
+    return value
+
+
+class OtlpHttpEnd(Stamped):
+    """A receiver of OTLP/HTTP in JSON of the bench's own, taking coreio-export's log records and
+    those of the collector's k8sobjects receiver (bench/k8sobjects.py: the watch event as the body)
+    alike, so that both exporters send to the same end. `seen`: (watch type, name) of each of the
+    latter's records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str]] = []
+        self._server = self._serve()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def target(self) -> dict[str, Any]:
+        return {"otlp": {"endpoint": self.url, "protocol": "http/protobuf"}}
+
+    def start(self) -> None:
+        return None  # serving since it was made
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _take_document(self, document: dict[str, Any], now: float) -> None:
+        for record in otlp_records(document):
+            if "k8s.event.name" in record.attributes:  # coreio-export's
+                self.take(from_log_record(record), now)
+                continue
+            name = str(_field(record.body, "object", "metadata", "name"))
+            with self._lock:
+                self.seen.append((str(_field(record.body, "type")), name))
+            self.take({"event": {"metadata": {"name": name}}}, now)
+
+    def _serve(self) -> ThreadingHTTPServer:
+        end = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                protobuf = self.headers.get("Content-Type") == PROTOBUF
+                end._take_document(_protobuf_as_json(body) if protobuf else json.loads(body), time.time())
+                answer = b"" if protobuf else b"{}"  # an empty ExportLogsServiceResponse either way
+                self.send_response(200)
+                self.send_header("Content-Type", PROTOBUF if protobuf else "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+
 class KafkaEnd(Stamped):
     """A topic of three partitions on one broker, read by a consumer as it fills."""
 
@@ -251,7 +336,7 @@ class LokiEnd(Polling):
         self.loki.stop()
 
 
-SINKS = ("jsonLines", "webhook", "otlp", "kafka", "loki")
+SINKS = ("jsonLines", "webhook", "otlp", "otlpHttp", "kafka", "loki")
 
 
 def harness(sink: str, directory: Path) -> Harness:
@@ -262,6 +347,8 @@ def harness(sink: str, directory: Path) -> Harness:
         return WebhookEnd()
     if sink == "otlp":
         return CollectorEnd(directory)
+    if sink == "otlpHttp":
+        return OtlpHttpEnd()
     if sink == "kafka":
         return KafkaEnd(directory)
     return LokiEnd(directory)

@@ -36,7 +36,7 @@ _COMPONENTS = {
     "go.opentelemetry.io/collector/exporter": STABLE_VERSION,
     "go.opentelemetry.io/collector/receiver": STABLE_VERSION,
 }
-_MAIN = """// The OpenTelemetry Collector with the OTLP receiver and the OTLP/HTTP exporter.
+_MAIN_TEMPLATE = """// The OpenTelemetry Collector with the OTLP receiver and the OTLP/HTTP exporter.
 package main
 
 import (
@@ -92,7 +92,20 @@ func main() {
 		os.Exit(1)
 	}
 }
-""".replace("%s", COLLECTOR_VERSION)
+"""
+OTLP_RECEIVER = "go.opentelemetry.io/collector/receiver/otlpreceiver"
+
+
+def main_go(receiver: str = OTLP_RECEIVER, version: str = COLLECTOR_VERSION, what: str = "") -> str:
+    """The collector's main with `receiver` (a Go package whose NewFactory makes it) instead of
+    the OTLP receiver, at `version`; `what` replaces the first line's description."""
+    name = receiver.rsplit("/", 1)[1]
+    main = _MAIN_TEMPLATE.replace("%s", version).replace(OTLP_RECEIVER, receiver)
+    main = main.replace("otlpreceiver.NewFactory()", f"{name}.NewFactory()")
+    return main.replace("with the OTLP receiver", what, 1) if what else main
+
+
+_MAIN = main_go()
 
 
 def go_mod() -> str:

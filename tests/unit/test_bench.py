@@ -276,3 +276,42 @@ def test_coreio_servers_start_from_compiled_bytecode_as_an_installed_coreio(
         check=True,
     ).stdout.strip()
     assert "PYTHONPYCACHEPREFIX" not in env and Path(where).is_file(), where
+
+
+def test_the_otlp_http_end_reads_both_exporters_records() -> None:
+    """coreio-export's log records (protobuf, the Event in attributes) and the collector's
+    k8sobjects receiver's (JSON, the watch event as a kvlist body) stamped by Event name alike."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+
+    from bench.sinks import OtlpHttpEnd, _protobuf_as_json
+
+    attributes = {
+        "k8s.event.name": "ours",
+        "k8s.namespace.name": "ns",
+        "log.record.uid": "u/7",
+        "k8s.event.resource_version": "7",
+    }
+    record = LogRecord(
+        attributes=[KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in attributes.items()]
+    )
+    ours = ExportLogsServiceRequest(
+        resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=[record])])]
+    )
+
+    def kv(**values: object) -> dict[str, object]:
+        return {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in values.items()]}}
+
+    metadata = kv(name={"stringValue": "theirs"}, resourceVersion={"stringValue": "8"})
+    body = kv(type={"stringValue": "ADDED"}, object=kv(metadata=metadata))
+    theirs = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": body}]}]}]}
+    end = OtlpHttpEnd()
+    try:
+        end._take_document(_protobuf_as_json(ours.SerializeToString()), 1.0)
+        end._take_document(theirs, 2.0)
+        assert end.received_at() == {"ours": 1.0, "theirs": 2.0}
+        assert end.seen == [("ADDED", "theirs")]
+        assert end.records()[0]["dedupKey"] == "u/7"
+    finally:
+        end.stop()
