@@ -112,6 +112,8 @@ async def _reconcile(
         logger.info(action)
     patch["status"] = status.reconciled(obj, outcome, now)
     memo["available"] = outcome.available[0] == "True"
+    if (keeper := memo.get("keeper")) is not None:
+        keeper.changed.set()  # the spec may deploy the exporters otherwise: not a resync away
     memo["reconcile_due"] = time.monotonic() + _until_next(outcome, now, interval)
 
 
@@ -212,7 +214,9 @@ def _register_exporters(registry: kopf.OperatorRegistry, config: HandlerConfig) 
     # reconciliation, as the Event GC is.
     @kopf.daemon(*resource, registry=registry, cancellation_timeout=10.0)
     async def export(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        keeper = exporting.Keeper(_client(memo), config.namespaces, config.reconcile_interval)
+        keeper = memo["keeper"] = exporting.Keeper(
+            _client(memo), config.namespaces, config.reconcile_interval
+        )
         try:
             while not stopped:
                 await _changed_or(keeper, stopped, await _keep_exporters(keeper, body, memo))

@@ -88,13 +88,13 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
     api = Api(server)
     ns = f"bench-{sink.lower()}-{time.monotonic_ns() % 100000}"
     end = harness(sink, scratch / f"{storage}-{sink}")
-    body = export("bench", end.target(), batch={"maxEvents": 100, "maxWait": args.max_wait})
-    created = api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body)
-    if created.status != 201:
-        raise SystemExit(f"the EventExport was refused: {created.json.get('message')}")
-    end.start()
     exporter = ExporterProcess(server, ns, "bench", scratch / f"{storage}-{sink}.log")
     try:
+        body = export("bench", end.target(), batch={"maxEvents": 100, "maxWait": args.max_wait})
+        created = api.post(f"{EXPORTS}/namespaces/{ns}/eventexports", body)
+        if created.status != 201:
+            raise SystemExit(f"the EventExport was refused: {created.json.get('message')}")
+        end.start()
         exporter.start()
         wait_position(api, ns, 1)
         exporter.stop()
@@ -189,6 +189,10 @@ def measure_k8sobjects(server: ServerProcess, storage: str, args: argparse.Names
         settle(end, names(paced))
         received = end.received_at()
         latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
+        if missed := len(names(paced) - set(received)):
+            print(f"otelcol k8sobjects ({storage}): {missed} of the paced Events never sent")
+        if not latencies:
+            raise SystemExit(f"otelcol k8sobjects ({storage}) sent none of the paced Events: {end.log}")
         restart = kill_once(end.kill, lambda: end.start(wait=False), args.seconds / 2)
         killed = asyncio.run(
             write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="k", during=restart)

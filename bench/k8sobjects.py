@@ -133,8 +133,10 @@ class K8sObjectsEnd:
         stopped(self._process)
 
     def close(self) -> None:
-        self.stop()
-        self.receiver.stop()
+        try:
+            self.stop()
+        finally:
+            self.receiver.stop()
 
     def received_at(self) -> dict[str, float]:
         return self.receiver.received_at()

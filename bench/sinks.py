@@ -233,10 +233,13 @@ class OtlpHttpEnd(Stamped):
         end = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept, as the collector's and coreio-export's
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                now = time.time()  # received: before either form is parsed
                 protobuf = self.headers.get("Content-Type") == PROTOBUF
-                end._take_document(_protobuf_as_json(body) if protobuf else json.loads(body), time.time())
+                end._take_document(_protobuf_as_json(body) if protobuf else json.loads(body), now)
                 answer = b"" if protobuf else b"{}"  # an empty ExportLogsServiceResponse either way
                 self.send_response(200)
                 self.send_header("Content-Type", PROTOBUF if protobuf else "application/json")

@@ -315,3 +315,14 @@ def test_the_otlp_http_end_reads_both_exporters_records() -> None:
         assert end.records()[0]["dedupKey"] == "u/7"
     finally:
         end.stop()
+
+
+def test_the_k8sobjects_collectors_main_is_the_one_its_go_sum_was_made_for() -> None:
+    """bench/k8sobjects/go.sum pins the modules this main imports (tests.support.otelcol_build's
+    template with the k8sobjects receiver): a change of the template must come with a new go.sum."""
+    import hashlib
+
+    from bench.k8sobjects import MAIN
+
+    digest = hashlib.sha256(MAIN.encode()).hexdigest()
+    assert digest == "78e307a22e1ea4050312e058ba9153ea33cb188051bed5be194d98c4a783c855"
