@@ -233,7 +233,8 @@ class OtlpHttpEnd(Stamped):
         end = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # connections kept, as the collector's and coreio-export's
+            # HTTP/1.0, a connection a request: kept connections (HTTP/1.1) made the collector's
+            # exporter wait about 4 s a request here (not found why), which no sender meets in use.
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
