@@ -21,28 +21,20 @@ from apiserver_operator import exporters
 from apiserver_operator.children import OWNER_ANNOTATION, Installation
 from apiserver_operator.exporters import Export
 from apiserver_operator.kube import ApiError, KubeClient, resource_path
+from apiserver_operator.reconcile import path_of
 
 log = logging.getLogger(__name__)
 
-# What an exporter's children are, to find them by label (the ClusterRole and its cluster-wide
-# binding have fixed names).
-KINDS = {
-    "ServiceAccount": ("v1", "serviceaccounts"),
-    "Lease": ("coordination.k8s.io/v1", "leases"),
-    "Role": (exporters.RBAC_VERSION, "roles"),
-    "RoleBinding": (exporters.RBAC_VERSION, "rolebindings"),
-    "Deployment": ("apps/v1", "deployments"),
-    "ClusterRole": (exporters.RBAC_VERSION, "clusterroles"),
-    "ClusterRoleBinding": (exporters.RBAC_VERSION, "clusterrolebindings"),
-}
-NAMESPACED = ("ServiceAccount", "Lease", "Role", "RoleBinding", "Deployment")
+# Where an exporter's namespaced children are listed, to find them by label (the ClusterRole and
+# its cluster-wide binding have fixed names).
+LISTED = (
+    ("v1", "serviceaccounts"),
+    ("coordination.k8s.io/v1", "leases"),
+    (exporters.RBAC_VERSION, "roles"),
+    (exporters.RBAC_VERSION, "rolebindings"),
+    ("apps/v1", "deployments"),
+)
 REFUSALS = (403, 404, 409, 422)  # an object the cluster will not take: logged, the others go on
-
-
-def path_of(obj: JSON) -> str:
-    meta = obj["metadata"]
-    version, plural = KINDS[obj["kind"]]
-    return resource_path(version, plural, meta.get("namespace", ""), meta["name"])
 
 
 def _parse(obj: JSON) -> Export | None:
@@ -133,7 +125,7 @@ class Keeper:
         for path, obj in wanted.items():
             if self.applied.get(path) != obj:
                 await self._apply(path, obj)
-        stale = [path for path in await self._existing(inst) if path not in wanted]
+        stale = [path for path in await existing(self.client, self.namespaces, inst) if path not in wanted]
         for path in stale:
             await self.client.delete(path)
             self.applied.pop(path, None)
@@ -176,36 +168,40 @@ class Keeper:
             return
         self.applied[path] = obj
 
-    async def _existing(self, inst: Installation) -> list[str]:
-        """The paths of every exporter child of `inst` in the cluster."""
-        paths = []
-        query = {"labelSelector": exporters.selector(inst)}
-        for kind in NAMESPACED:
-            version, plural = KINDS[kind]
-            for namespace in self.namespaces or ("",):
-                listed = await self.client.get(resource_path(version, plural, namespace), query)
-                items = [item for item in listed.get("items") or [] if _owned_by(item, inst)]
-                paths += [_item_path(version, plural, item) for item in items]
-        for kind in ("ClusterRole", "ClusterRoleBinding"):
-            version, plural = KINDS[kind]
-            path = resource_path(version, plural, "", exporters.EVENTS_READER)
-            existing = await self.client.get_or_none(path)
-            if existing is not None and _owned_by(existing, inst):
-                paths.append(path)
-        return paths
-
     async def remove(self, inst: Installation) -> list[str]:
         """Deletes every exporter child of `inst` (the exporters no longer deployed)."""
-        removed = await self._existing(inst)
-        for path in removed:
-            await self.client.delete(path)
         self.applied.clear()
-        return removed
+        return await remove(self.client, self.namespaces, inst)
 
     def _once(self, message: str) -> None:
         if message not in self._logged:
             self._logged.add(message)
             log.warning("%s", message)
+
+
+async def existing(client: KubeClient, namespaces: Sequence[str], inst: Installation) -> list[str]:
+    """The paths of every exporter child of `inst` in `namespaces` (none: every one) and the
+    cluster."""
+    paths = []
+    query = {"labelSelector": exporters.selector(inst)}
+    for version, plural in LISTED:
+        for namespace in namespaces or ("",):
+            listed = await client.get(resource_path(version, plural, namespace), query)
+            items = [item for item in listed.get("items") or [] if _owned_by(item, inst)]
+            paths += [_item_path(version, plural, item) for item in items]
+    for fixed in (exporters.events_reader(inst), exporters.all_namespaces_binding(inst, [])):
+        found = await client.get_or_none(path_of(fixed))
+        if found is not None and _owned_by(found, inst):
+            paths.append(path_of(fixed))
+    return paths
+
+
+async def remove(client: KubeClient, namespaces: Sequence[str], inst: Installation) -> list[str]:
+    """Deletes every exporter child of `inst` (in `namespaces`, none: every one); what it deleted."""
+    removed = await existing(client, namespaces, inst)
+    for path in removed:
+        await client.delete(path)
+    return removed
 
 
 def _item_path(version: str, plural: str, item: JSON) -> str:

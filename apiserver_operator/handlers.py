@@ -280,5 +280,5 @@ def register(registry: kopf.OperatorRegistry, config: HandlerConfig) -> None:
         async with _lock(memo):
             memo["deleting"] = True
             removed = await reconcile.remove_children(_client(memo), inst)
-            removed += await exporting.Keeper(_client(memo), config.namespaces).remove(inst)
+            removed += await exporting.remove(_client(memo), config.namespaces, inst)
         logger.info(f"removed {', '.join(removed) or 'nothing'}")

@@ -50,7 +50,9 @@ PLURALS = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "ClusterRole": "clusterroles",
     "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
     "RoleBinding": "rolebindings",
+    "Lease": "leases",
     "APIService": "apiservices",
 }
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -92,7 +92,7 @@ async def uninstall(
     steps = [f"Installation {namespace}/{name}: {why}"]
     inst = reconcile.identity(body)
     removed = await reconcile.remove_children(client, inst)
-    removed += await exporting.Keeper(client, namespaces).remove(inst)
+    removed += await exporting.remove(client, namespaces, inst)
     steps.append(f"removed {', '.join(removed) or 'nothing'}")
     await _drop_finalizer(client, path)
     if not await _gone(client, path, wait):

@@ -18,7 +18,7 @@ import pytest
 
 from apiserver.admission.objects import PLURALS as ADMISSION_PLURALS
 from apiserver.resources.rolebinding import ACCESS_REVIEWER, ACCESS_REVIEWS
-from apiserver_operator import children, exporters, exporting, reconcile
+from apiserver_operator import children, exporters, reconcile
 from apiserver_operator.children import Installation
 from apiserver_operator.spec import InstallationSpec
 from tests.support import manifests
@@ -538,7 +538,7 @@ def test_operator_holds_what_it_writes_and_grants_for_an_exporter(helm: ChartHel
         exporters.all_namespaces_binding(inst, [every]),
     ]
     for child in written:
-        plural, group = exporting.KINDS[child["kind"]][1], child["apiVersion"].rpartition("/")[0]
+        plural, group = reconcile.PLURALS[child["kind"]], child["apiVersion"].rpartition("/")[0]
         namespace, name = child["metadata"].get("namespace"), child["metadata"]["name"]
         held, where = (namespaced, "") if namespace else (cluster, name)
         for verb in ("get", "create", "patch", "delete"):
