@@ -123,7 +123,7 @@ def measure(server: ServerProcess, storage: str, sink: str, args: argparse.Names
         time.sleep(0.2)  # the receiving end's last poll
         records = end.records()
         got = delivery([r for r in records if r["event"]["metadata"]["name"].startswith("k-")])
-        acked = {name for _, name, _, _ in killed.events}
+        acked = names(killed)
         lost = len(acked - {r["event"]["metadata"]["name"] for r in got.first.values()})
         return Row(
             storage,
