@@ -185,11 +185,13 @@ class Storage(Protocol):
         limit: int = 0,
         revision: int = 0,
         counted: bool = True,
+        end: str | None = None,
     ) -> ListResult:
-        """Keys with `prefix`, ascending, from `start` inclusive (None: from the prefix's start),
-        at most `limit` of them (0: all), as of `revision` (0: the current revision, consistent).
-        `counted=False`: a backend that counts the keys past the page only for `remaining` may
-        leave it 0 (the watch cache's fill has no use for it; on SQLite it is a scan of the rest).
+        """Keys with `prefix`, ascending, from `start` inclusive (None: from the prefix's start)
+        to `end` exclusive (None: to the prefix's end), at most `limit` of them (0: all), as of
+        `revision` (0: the current revision, consistent). `counted=False`: a backend that counts
+        the keys past the page only for `remaining` may leave it 0 (the watch cache's fill has no
+        use for it; on SQLite it is a scan of the rest).
         Raises CompactedError when `revision` is older than the compaction point and
         FutureRevisionError when it is newer than the current revision.
         """

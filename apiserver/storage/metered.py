@@ -109,9 +109,12 @@ class MeteredStorage:
         limit: int = 0,
         revision: int = 0,
         counted: bool = True,
+        end: str | None = None,
     ) -> ListResult:
         with self.metrics.timed("list", self.type):
-            return await self.inner.list(prefix, start=start, limit=limit, revision=revision, counted=counted)
+            return await self.inner.list(
+                prefix, start=start, limit=limit, revision=revision, counted=counted, end=end
+            )
 
     async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
         with self.metrics.timed("create", self.type):

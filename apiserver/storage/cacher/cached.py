@@ -133,14 +133,17 @@ class CachedStorage:
         limit: int = 0,
         revision: int = 0,
         counted: bool = True,
+        end: str | None = None,
     ) -> ListResult:
         cache = self._cache(prefix)
-        if cache is not None and cache.ready:
+        if cache is not None and cache.ready and end is None:
             if revision and revision == cache.revision:
                 return cache.page(prefix, start, limit)
             if not revision and await cache.fresh():
                 return cache.page(prefix, start, limit)
-        return await self.backend.list(prefix, start=start, limit=limit, revision=revision, counted=counted)
+        return await self.backend.list(
+            prefix, start=start, limit=limit, revision=revision, counted=counted, end=end
+        )
 
     def watch(
         self, prefix: str, *, after_revision: int, progress: bool = False, progress_every: float = 0.0

@@ -16,6 +16,7 @@ from apiserver.machinery import tasks
 from apiserver.machinery.memory import release_free_memory
 from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
+from apiserver.storage.cacher import split
 from apiserver.storage.cacher.handoff import HandoffEnded, PageFeed, PageTee
 from apiserver.storage.cacher.packing import Codec, Packer
 from apiserver.storage.cacher.state import SortedState, Window
@@ -223,37 +224,13 @@ class ResourceCache:
     async def _read(self, tee: PageTee | None) -> tuple[SortedState, int]:
         """Lists the storage a page at a time, each sent on to `tee` (if any) before it is taken in."""
         state, revision = SortedState(self.packer), 0
-        async with contextlib.aclosing(self._pages()) as pages:
+        async with contextlib.aclosing(split.pages(self.storage, self.root, LIST_PAGE)) as pages:
             async for page in pages:
                 revision = page.revision
                 if tee is not None:
                     await tee.send(self.root, revision, page.items, last=not (page.more and page.items))
                 await _take_in(state, page.items)
         return state, revision
-
-    async def _pages(self) -> AsyncGenerator[ListResult, None]:
-        """The root's pages at one revision, the next one asked for before the one at hand is taken
-        in (so that the storage and this process work at once)."""
-        listed: ListResult | None = await self.storage.list(self.root, limit=LIST_PAGE, counted=False)
-        while listed is not None:
-            following = self._next_page(listed)
-            try:
-                yield listed
-            except BaseException:
-                if following is not None:  # its own failure, if any, must not replace this one
-                    following.cancel()
-                    await asyncio.gather(following, return_exceptions=True)
-                raise
-            listed = None if following is None else await following
-
-    def _next_page(self, page: ListResult) -> asyncio.Task[ListResult] | None:
-        if not (page.more and page.items):
-            return None
-        start = page.items[-1].key + "\x00"
-        listed = self.storage.list(
-            self.root, start=start, limit=LIST_PAGE, revision=page.revision, counted=False
-        )
-        return asyncio.create_task(listed)
 
     def _apply(self, event: WatchEvent) -> None:
         if event.type is not EventType.PROGRESS:

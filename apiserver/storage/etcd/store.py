@@ -127,10 +127,12 @@ class EtcdStorage:
         limit: int = 0,
         revision: int = 0,
         counted: bool = True,  # etcd counts the range in any case
+        end: str | None = None,
     ) -> ListResult:
         first = self._keys.key(prefix)
         begin = first if start is None else max(first, self._keys.key(start))
-        request = rpc.RangeRequest(key=begin, range_end=range_end(first), limit=limit, revision=revision)
+        stop = range_end(first) if end is None else min(range_end(first), self._keys.key(end))
+        request = rpc.RangeRequest(key=begin, range_end=stop, limit=limit, revision=revision)
         try:
             response = await self._client.call("kv", "Range", request)
         except OutOfRange as error:

@@ -129,8 +129,9 @@ class SQLiteStorage:
         limit: int = 0,
         revision: int = 0,
         counted: bool = True,
+        end: str | None = None,
     ) -> ListResult:
-        return await self._run(self._log.list, prefix, start, limit, revision, counted)
+        return await self._run(self._log.list, prefix, start, limit, revision, counted, end)
 
     async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
         return await self._write(functools.partial(self._log.create, key, value, expiry(ttl)))

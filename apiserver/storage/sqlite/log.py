@@ -237,7 +237,13 @@ class RevisionLog:
             raise CompactedError(revision, self.compacted)
 
     def list(
-        self, prefix: str, start: str | None, limit: int, revision: int, counted: bool = True
+        self,
+        prefix: str,
+        start: str | None,
+        limit: int,
+        revision: int,
+        counted: bool = True,
+        end: str | None = None,
     ) -> ListResult:
         if revision:
             self._check_revision(revision)
@@ -245,6 +251,8 @@ class RevisionLog:
         low, high = key_range(prefix)
         if start is not None and start > low:
             low = start
+        if end is not None and (high is None or end < high):
+            high = end
         select = "SELECT kv.name, kv.value, kv.id, kv.create_revision"
         rows = self._db.live_rows(select, low, high, at, after_low=False, limit=limit)
         items = [KeyValue(*row) for row in rows]

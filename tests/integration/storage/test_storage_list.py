@@ -110,6 +110,20 @@ async def test_start_is_inclusive(store: Storage) -> None:
     assert keys(await store.list("/r/", start="/s")) == []
 
 
+async def test_end_is_exclusive_and_pages_within_it(store: Storage) -> None:
+    for name in ["a", "b", "c", "d", "e"]:
+        await store.create(f"/r/{name}", b"x")
+    await store.create("/s/a", b"outside the prefix")
+    assert keys(await store.list("/r/", end="/r/c")) == ["/r/a", "/r/b"]
+    assert keys(await store.list("/r/", start="/r/b", end="/r/d")) == ["/r/b", "/r/c"]
+    # An end past the prefix's own end is the prefix's end.
+    assert keys(await store.list("/r/", start="/r/d", end="/t")) == ["/r/d", "/r/e"]
+    page = await store.list("/r/", start="/r/b", end="/r/e", limit=2)
+    assert keys(page) == ["/r/b", "/r/c"] and page.more and page.remaining == 1
+    last = await store.list("/r/", start="/r/d", end="/r/e", limit=2, revision=page.revision)
+    assert keys(last) == ["/r/d"] and not last.more
+
+
 async def test_future_revision_is_refused(store: Storage) -> None:
     await store.create("/r/a", b"x")
     current = await store.current_revision()
