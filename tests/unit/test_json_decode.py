@@ -47,6 +47,7 @@ def test_bodies_that_need_the_careful_decoder_get_it() -> None:
         b'{"a": 1, "a": 2}',  # a repeated key: the careful decoder reports it
         b'{"a": "\\ud800"}',  # a lone surrogate, replaced as Go replaces it
         b'{"a": 18446744073709551616}',  # past 64 bits: an integer, not a float
+        b'{"a": [1, -9223372036854775809]}',  # 19 digits, the shortest that may not fit
         b"[" * 102 + b"]" * 102,  # deeper than upstream allows
         b'{"a": NaN}',
     ):
