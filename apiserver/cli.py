@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from apiserver import __version__, logs, server, supervisor
 from apiserver.config import ADMISSION_PLUGINS, Settings
 from apiserver.http.limits import QuietMalformedRequests
+from apiserver.machinery import memory
 from apiserver.machinery.gofmt import parse_go_duration
 from apiserver.resources import SERVABLE_KINDS, runtime_config
 from apiserver.resources.base import ResourceKind
@@ -550,6 +551,7 @@ def main(argv: Sequence[str] | None = None, kinds: Sequence[ResourceKind] = SERV
     # Whatever the caller's umask: every file the server makes (the database and its journal, the
     # audit log, certificates, keys) is 0600 and every directory 0700, as upstream keeps its own.
     os.umask(0o077)
+    memory.collect_less_often()
     try:
         supervisor.run(settings, runtime_config.enabled_kinds(kinds, settings.runtime_config))
     except server.StartError as exc:

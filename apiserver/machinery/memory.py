@@ -1,4 +1,4 @@
-"""Handing memory freed in the middle of the heap back to the system.
+"""Handing memory freed in the middle of the heap back to the system; the cyclic collector's pace.
 
 CPython takes objects larger than 512 bytes (most stored values) from the C library's malloc, which
 gives freed memory back to the system only from the top of its heap. When a watch cache packs the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 from collections.abc import Callable
 
 
@@ -30,3 +31,16 @@ def release_free_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+# The cyclic collector's thresholds: a young collection every 50,000 allocations net, not 700. A
+# create allocates a few thousand objects, so Python's default ran several young collections a
+# request and, every hundred of those, an older one that walks the watch cache's objects too.
+# Measured with two workers at 16 connections: 3-7% less CPU a create, its p99 lower (issue 24).
+# What requests leave in cycles (a few MB at most) waits longer before it is freed.
+COLLECTOR_THRESHOLDS = (50_000, 20, 20)
+
+
+def collect_less_often() -> None:
+    """Sets the cyclic collector's thresholds to COLLECTOR_THRESHOLDS (a server process's)."""
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
