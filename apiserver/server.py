@@ -35,6 +35,7 @@ from apiserver.audit.webhook.client import WebhookConfigError
 from apiserver.audit.webhook.truncate import TruncateConfig
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.config import Settings
+from apiserver.http.acceptor import Acceptor
 from apiserver.http.lifecycle import LIFECYCLE_KEY, Lifecycle
 from apiserver.http.system import SystemEndpoints
 from apiserver.http.workermetrics import WorkerSet
@@ -305,8 +306,9 @@ async def serve_on(
 ) -> None:
     """Serves on a listening socket until `signals` say stop: the whole life of the server, or of
     one of its `workers` (the first of which logs where it serves; `first_fill`: this worker's part
-    in filling the watch caches once for all). Without a socket (a worker but the first), it listens
-    once it is ready, so that no connection meets it unready."""
+    in filling the watch caches once for all). A worker but the first accepts on the socket the
+    workers share once it is ready, so that no connection meets it unready; without a socket, the
+    server listens on its own once ready."""
     announce = workers is None or workers.index == 0
     security = await configure_security(settings, reached.client_cas, reached.tokens)
     try:
@@ -316,19 +318,15 @@ async def serve_on(
     except BaseException:
         await security.close()
         raise
+    waits = sock is None or (workers is not None and workers.index > 0)
+    if waits and not await ready_or_stopped(started.runner.app[SYSTEM_KEY], signals):
+        await started.runner.cleanup()
+        return
     if sock is None:
-        if not await ready_or_stopped(started.runner.app[SYSTEM_KEY], signals):
-            await started.runner.cleanup()
-            return
         sock = listen(settings.bind_address, settings.secure_port, reuse_port=True)
     handler = started.runner.server
     assert handler is not None  # the runner is set up
-    listener = await asyncio.get_running_loop().create_server(
-        started.lifecycle.accepting(handler),
-        sock=sock,
-        ssl=serving.context,
-        backlog=LISTEN_BACKLOG,
-    )
+    listener = await accepting(sock, started.lifecycle.accepting(handler), serving.context, workers)
     log.log(
         logging.INFO if announce else logging.DEBUG,
         "coreio-apiserver serving on %s (storage: %s%s; event loop: %s)",
@@ -345,6 +343,22 @@ async def serve_on(
         )
     await signals.received()
     await shut_down(settings, started.runner, listener, started.lifecycle)
+
+
+async def accepting(
+    sock: socket.socket,
+    factory: Callable[[], asyncio.Protocol],
+    context: ssl.SSLContext,
+    workers: WorkerSet | None,
+) -> asyncio.Server | Acceptor:
+    """Connections of `sock` served by `factory`'s protocols over TLS: this worker's share of them
+    when the workers share the socket, else all."""
+    if workers is not None and workers.shares is not None:
+        acceptor = Acceptor(sock, factory, context, workers.shares, workers.index)
+        acceptor.start()
+        return acceptor
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(factory, sock=sock, ssl=context, backlog=LISTEN_BACKLOG)
 
 
 async def ready_or_stopped(system: SystemEndpoints, signals: Signals) -> bool:
@@ -488,7 +502,7 @@ def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
 
 
 async def shut_down(
-    settings: Settings, runner: web.AppRunner, listener: asyncio.Server, lifecycle: Lifecycle
+    settings: Settings, runner: web.AppRunner, listener: asyncio.Server | Acceptor, lifecycle: Lifecycle
 ) -> None:
     """kube-apiserver's graceful termination: /readyz fails at once while everything is still
     served for --shutdown-delay-duration (load balancers take the server out meanwhile); then the

@@ -1,10 +1,11 @@
 """The server's processes: one that serves, or a supervisor over one worker per core on one port.
 
-Python runs one core per process, so the server forks workers, each serving the port through its
-own SO_REUSEPORT socket (the kernel spreads connections over them; a worker but the first listens
-once its /readyz checks pass) with its own storage client and watch cache; the storage is what they
-share (on SQLite, the file: see storage/sqlite). The supervisor sets up what exists once (the data
-directory's lock, the first worker's socket, the certificates) before forking, then only relays
+Python runs one core per process, so the server forks workers, each accepting connections of one
+shared listening socket (each takes a new one only while no other holds fewer: http/acceptor.py; a
+worker but the first accepts once its /readyz checks pass) with its own storage client and watch
+cache; the storage is what they share (on SQLite, the file: see storage/sqlite). The supervisor
+sets up what exists once (the data directory's lock, the socket, the certificates) before forking,
+then only relays
 signals and waits. Workers sit in their own process group, so that a terminal's Ctrl-C reaches them
 once, through the supervisor; a worker whose supervisor is gone shuts down. When one worker ends, so
 does the server: the others are stopped and the supervisor exits non-zero, for whatever restarts it
@@ -32,6 +33,7 @@ from typing import NoReturn
 
 from apiserver import logs, server
 from apiserver.config import Settings
+from apiserver.http.acceptor import Shares
 from apiserver.http.workermetrics import WorkerSet
 from apiserver.machinery import eventloop
 from apiserver.resources import KINDS
@@ -61,17 +63,16 @@ def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
         server.run(dataclasses.replace(settings, workers=1), kinds)
         return
     with server.own_data_dir(settings):
-        # A port another server listens on is refused as with one worker, even if that server's
-        # sockets allow sharing it: the first bind does not. The first worker's socket is taken
-        # now (the port answers, unready, from the start); the others listen once ready.
-        server.listen(settings.bind_address, settings.secure_port).close()
-        first = server.listen(settings.bind_address, settings.secure_port, reuse_port=True)
+        # The one socket every worker accepts on, taken now (the port answers, unready, from the
+        # start; the first worker accepts at once, the others once ready).
+        shared = server.listen(settings.bind_address, settings.secure_port)
         # Where the workers serve each other their metrics: a directory only this user enters.
-        with closing(first), tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
+        with closing(shared), tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
             reached = server.prepare(settings)
             told = worker_settings(settings, count)
-            workers = Workers.fork(told, kinds, first, reached, WorkerSet(0, count, Path(directory)))
-            first.close()  # the first worker's now
+            where = WorkerSet(0, count, Path(directory), Shares(count))
+            workers = Workers.fork(told, kinds, shared, reached, where)
+            shared.close()  # the workers' now
             workers.wait()
 
 
@@ -107,11 +108,11 @@ class Workers:
         cls,
         settings: Settings,
         kinds: Sequence[ResourceKind],
-        first: socket.socket,
+        shared: socket.socket,
         reached: server.Endpoint,
         where: WorkerSet,
     ) -> Workers:
-        """Forks `where.count` workers, the first serving on `first`."""
+        """Forks `where.count` workers, accepting on the `shared` socket."""
         errors_read, errors_write = os.pipe()
         lifeline_read, lifeline_write = os.pipe()
         # On etcd only: SQLite is a local file each worker reads faster on its own, at once.
@@ -128,8 +129,6 @@ class Workers:
             if pid == 0:
                 os.close(errors_read)
                 os.close(lifeline_write)
-                if index:
-                    first.close()
                 fill = fills[index] if fills else None
                 if fill is not None:
                     FirstFill.close_others(fills, fill)
@@ -138,7 +137,7 @@ class Workers:
                     worker,
                     settings,
                     kinds,
-                    first if index == 0 else None,
+                    shared,
                     reached,
                     (lifeline_read, errors_write),
                     fill,

@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from apiserver.http.acceptor import Shares
+
 log = logging.getLogger(__name__)
 
 WORKER_LABEL = "worker"
@@ -31,11 +33,13 @@ SIBLING_TIMEOUT = 2.0
 
 @dataclass(frozen=True)
 class WorkerSet:
-    """This worker's index among `count`, and the directory of their metrics sockets."""
+    """This worker's index among `count`, the directory of their metrics sockets, and how many
+    connections each holds (http/acceptor.py)."""
 
     index: int
     count: int
     directory: Path
+    shares: Shares | None = None
 
     def socket(self, index: int) -> Path:
         return self.directory / f"{index}.sock"

@@ -1,9 +1,10 @@
 """Several worker processes on one port (`--workers`): to its users the server is still one.
 
-Each new connection goes to the worker the kernel picks (SO_REUSEPORT). Whatever worker a request
-reaches, it reads every write any worker acknowledged, and every watch sees every write in order,
-on SQLite (the workers poll the shared log) as on etcd. /metrics answers for all workers. Signals,
-a worker's crash and the supervisor's death end the whole server; a start error is one line.
+The workers share one listening socket, and a new connection goes to a worker holding the fewest
+(http/acceptor.py). Whatever worker a request reaches, it reads every write any worker
+acknowledged, and every watch sees every write in order, on SQLite (the workers poll the shared
+log) as on etcd. /metrics answers for all workers. Signals, a worker's crash and the supervisor's
+death end the whole server; a start error is one line.
 """
 
 from __future__ import annotations
@@ -101,15 +102,62 @@ async def watch(server: ServerProcess, rv: str, count: int, ready: asyncio.Event
     return seen
 
 
-def served_creates(metrics: str) -> dict[str, float]:
-    """Events created, by worker, as /metrics counts them."""
+def served(metrics: str, verb: str, code: str) -> dict[str, float]:
+    """Event requests of `verb` answered `code`, by worker, as /metrics counts them."""
     pattern = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
     counted: dict[str, float] = {}
     for match in pattern.finditer(metrics):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        if labels.get("verb") == "POST" and labels.get("resource") == "events" and labels["code"] == "201":
+        if labels.get("verb") == verb and labels.get("resource") == "events" and labels["code"] == code:
             counted[labels["worker"]] = counted.get(labels["worker"], 0) + float(match["value"])
     return counted
+
+
+def served_creates(metrics: str) -> dict[str, float]:
+    return served(metrics, "POST", "201")
+
+
+async def _metrics(server: ServerProcess) -> str:
+    async with fresh_session(server) as session, session.get(f"{server.url}/metrics") as answer:
+        return await answer.text()
+
+
+async def _every_worker_accepting(server: ServerProcess, url: str) -> None:
+    """Returns once each worker has answered a connection of its own (a worker but the first
+    accepts only once ready, after the server's /readyz first passes)."""
+    async with fresh_session(server) as session:
+        for _ in range(200):
+            async with session.get(url) as answer:
+                assert answer.status == 404
+            if len(served(await _metrics(server), "GET", "404")) == WORKERS:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError("a worker never accepted a connection")
+
+
+async def test_connections_opened_at_once_are_shared_out_evenly(workers_server: ServerProcess) -> None:
+    """32 clients connect at once, as a client's pool does, each keeping its connection: the
+    workers hold 16 each (give or take one), where the kernel's hash of SO_REUSEPORT sockets split
+    them as it fell (11 and 21 was common), and the busier worker capped the server."""
+    server = workers_server
+    url = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events/absent"
+    await _every_worker_accepting(server, url)
+    before = served(await _metrics(server), "GET", "404")
+    sessions = [
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=server.ssl_context())) for _ in range(32)
+    ]
+    try:
+
+        async def get(session: aiohttp.ClientSession) -> int:
+            async with session.get(url) as answer:
+                return answer.status
+
+        assert await asyncio.gather(*(get(session) for session in sessions)) == [404] * 32
+    finally:
+        await asyncio.gather(*(session.close() for session in sessions))
+    after = served(await _metrics(server), "GET", "404")
+    each = [after.get(str(i), 0) - before.get(str(i), 0) for i in range(WORKERS)]
+    assert sum(each) == 32 and max(each) - min(each) <= 2, each
 
 
 async def test_every_worker_reads_and_watches_the_writes_of_every_other(
