@@ -179,10 +179,11 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def listen(bind_address: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+def listen(bind_address: str, port: int, *, backlog: int = LISTEN_BACKLOG) -> socket.socket:
     """The listening socket, taken before anything is set up (as upstream creates its listener
-    first): a port in use is reported at once, in kube-apiserver's words. `reuse_port`: one of
-    several (one per worker) the kernel spreads the connections over."""
+    first): a port in use is reported at once, in kube-apiserver's words. `backlog`: the
+    connections the kernel holds for it until they are accepted (a server of several workers
+    shares one socket, and so holds as many for each)."""
     where = _host_port(bind_address, port)
     failed = f"failed to listen on {where}: listen tcp"
     try:
@@ -196,11 +197,9 @@ def listen(bind_address: str, port: int, *, reuse_port: bool = False) -> socket.
     step = "bind"
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         step = "listen"
-        sock.listen(LISTEN_BACKLOG)
+        sock.listen(backlog)
     except OSError as exc:
         sock.close()
         raise StartError(f"{failed} {where}: {step}: {go_os_error(exc)}") from None
@@ -298,18 +297,19 @@ def prepare(settings: Settings) -> Endpoint:
 async def serve_on(
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket | None,
+    sock: socket.socket,
     reached: Endpoint,
     signals: Signals,
     workers: WorkerSet | None = None,
     first_fill: FirstFill | None = None,
 ) -> None:
-    """Serves on a listening socket until `signals` say stop: the whole life of the server, or of
-    one of its `workers` (the first of which logs where it serves; `first_fill`: this worker's part
-    in filling the watch caches once for all). A worker but the first accepts on the socket the
-    workers share once it is ready, so that no connection meets it unready; without a socket, the
-    server listens on its own once ready."""
+    """Serves on the listening socket `sock` until `signals` say stop: the whole life of the
+    server, or of one of its `workers` (the first of which logs where it serves; `first_fill`: this
+    worker's part in filling the watch caches once for all). A worker but the first accepts on the
+    socket the workers share only once it is ready, so that no connection meets it unready."""
     announce = workers is None or workers.index == 0
+    # Its count goes to the other workers from the start: as not accepting, until it does.
+    acceptor = Acceptor(sock, workers.shares, workers.index) if workers and workers.shares else None
     security = await configure_security(settings, reached.client_cas, reached.tokens)
     try:
         serving = serving_certificate(reached, security.trusted_cas)
@@ -318,15 +318,13 @@ async def serve_on(
     except BaseException:
         await security.close()
         raise
-    waits = sock is None or (workers is not None and workers.index > 0)
+    waits = workers is not None and workers.index > 0
     if waits and not await ready_or_stopped(started.runner.app[SYSTEM_KEY], signals):
         await started.runner.cleanup()
         return
-    if sock is None:
-        sock = listen(settings.bind_address, settings.secure_port, reuse_port=True)
     handler = started.runner.server
     assert handler is not None  # the runner is set up
-    listener = await accepting(sock, started.lifecycle.accepting(handler), serving.context, workers)
+    listener = await accepting(sock, started.lifecycle.accepting(handler), serving.context, acceptor)
     log.log(
         logging.INFO if announce else logging.DEBUG,
         "coreio-apiserver serving on %s (storage: %s%s; event loop: %s)",
@@ -349,13 +347,12 @@ async def accepting(
     sock: socket.socket,
     factory: Callable[[], asyncio.Protocol],
     context: ssl.SSLContext,
-    workers: WorkerSet | None,
+    acceptor: Acceptor | None,
 ) -> asyncio.Server | Acceptor:
     """Connections of `sock` served by `factory`'s protocols over TLS: this worker's share of them
-    when the workers share the socket, else all."""
-    if workers is not None and workers.shares is not None:
-        acceptor = Acceptor(sock, factory, context, workers.shares, workers.index)
-        acceptor.start()
+    through its `acceptor` when the workers share the socket, else all."""
+    if acceptor is not None:
+        acceptor.start(factory, context)
         return acceptor
     loop = asyncio.get_running_loop()
     return await loop.create_server(factory, sock=sock, ssl=context, backlog=LISTEN_BACKLOG)

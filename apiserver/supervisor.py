@@ -3,13 +3,12 @@
 Python runs one core per process, so the server forks workers, each accepting connections of one
 shared listening socket (each takes a new one only while no other holds fewer: http/acceptor.py; a
 worker but the first accepts once its /readyz checks pass) with its own storage client and watch
-cache; the storage is what they share (on SQLite, the file: see storage/sqlite). The supervisor
-sets up what exists once (the data directory's lock, the socket, the certificates) before forking,
-then only relays
-signals and waits. Workers sit in their own process group, so that a terminal's Ctrl-C reaches them
-once, through the supervisor; a worker whose supervisor is gone shuts down. When one worker ends, so
-does the server: the others are stopped and the supervisor exits non-zero, for whatever restarts it
-(kubelet, systemd) to decide.
+cache; besides the socket and those counts, the storage is what they share (on SQLite, the file:
+see storage/sqlite). The supervisor sets up what exists once (the data directory's lock, the
+socket, the certificates) before forking, then only relays signals and waits. Workers sit in their
+own process group, so that a terminal's Ctrl-C reaches them once, through the supervisor; a worker
+whose supervisor is gone shuts down. When one worker ends, so does the server: the others are
+stopped and the supervisor exits non-zero, for whatever restarts it (kubelet, systemd) to decide.
 """
 
 from __future__ import annotations
@@ -65,7 +64,9 @@ def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
     with server.own_data_dir(settings):
         # The one socket every worker accepts on, taken now (the port answers, unready, from the
         # start; the first worker accepts at once, the others once ready).
-        shared = server.listen(settings.bind_address, settings.secure_port)
+        shared = server.listen(
+            settings.bind_address, settings.secure_port, backlog=server.LISTEN_BACKLOG * count
+        )
         # Where the workers serve each other their metrics: a directory only this user enters.
         with closing(shared), tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
             reached = server.prepare(settings)
@@ -207,7 +208,7 @@ def _work(
     workers: WorkerSet,
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket | None,
+    sock: socket.socket,
     reached: server.Endpoint,
     pipes: tuple[int, int],
     fill: FirstFill | None,
@@ -238,7 +239,7 @@ async def _serve(
     workers: WorkerSet,
     settings: Settings,
     kinds: Sequence[ResourceKind],
-    sock: socket.socket | None,
+    sock: socket.socket,
     reached: server.Endpoint,
     lifeline: int,
     fill: FirstFill | None,

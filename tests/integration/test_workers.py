@@ -10,6 +10,7 @@ death end the whole server; a start error is one line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -88,6 +89,13 @@ def fresh_session(server: ServerProcess) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
+def pinned_session(server: ServerProcess) -> aiohttp.ClientSession:
+    """A session of one connection, kept open: its requests all go to the worker that accepted it
+    (one holding the fewest connections when it was opened)."""
+    connector = aiohttp.TCPConnector(ssl=server.ssl_context(), limit=1)
+    return aiohttp.ClientSession(connector=connector)
+
+
 async def watch(server: ServerProcess, rv: str, count: int, ready: asyncio.Event) -> list[tuple[str, str]]:
     url = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events?watch=1&resourceVersion={rv}"
     seen: list[tuple[str, str]] = []
@@ -122,13 +130,35 @@ async def _metrics(server: ServerProcess) -> str:
         return await answer.text()
 
 
+async def _on_two_workers(
+    server: ServerProcess, url: str, stack: contextlib.AsyncExitStack
+) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
+    """Two pinned sessions whose connections two different workers hold (each new connection goes
+    to a worker holding the fewest, so a few are opened until one lands on another worker; all stay
+    open until `stack` closes)."""
+    found: dict[str, aiohttp.ClientSession] = {}
+    for _ in range(8):
+        session = await stack.enter_async_context(pinned_session(server))
+        before = served(await _metrics(server), "GET", "404")
+        async with session.get(url) as answer:
+            assert answer.status == 404
+        after = served(await _metrics(server), "GET", "404")
+        worker = next(w for w in after if after[w] != before.get(w, 0))
+        found.setdefault(worker, session)
+        if len(found) == 2:
+            return found["0"], found["1"]
+    raise AssertionError(f"every kept connection went to one worker: {list(found)}")
+
+
 async def _every_worker_accepting(server: ServerProcess, url: str) -> None:
     """Returns once each worker has answered a connection of its own (a worker but the first
-    accepts only once ready, after the server's /readyz first passes)."""
-    async with fresh_session(server) as session:
+    accepts only once ready, after the server's /readyz first passes): while a kept connection
+    holds one worker, a new one goes to the other as soon as it accepts."""
+    async with pinned_session(server) as held, fresh_session(server) as session:
         for _ in range(200):
-            async with session.get(url) as answer:
-                assert answer.status == 404
+            for client in (held, session):
+                async with client.get(url) as answer:
+                    assert answer.status == 404
             if len(served(await _metrics(server), "GET", "404")) == WORKERS:
                 return
             await asyncio.sleep(0.05)
@@ -165,24 +195,26 @@ async def test_every_worker_reads_and_watches_the_writes_of_every_other(
 ) -> None:
     server = workers_server
     base = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events"
-    async with fresh_session(server) as session:
-        async with session.get(base) as listed:
-            rv = (await listed.json())["metadata"]["resourceVersion"]
-        ready = [asyncio.Event() for _ in range(4)]
-        watchers = [asyncio.create_task(watch(server, rv, WRITES, r)) for r in ready]
-        await asyncio.gather(*(r.wait() for r in ready))
-        names = [f"e{i:02d}" for i in range(WRITES)]
-        for name in names:
-            async with session.post(base, json=event(name)) as created:
+    await _every_worker_accepting(server, f"{base}/absent")
+    async with fresh_session(server) as session, session.get(base) as listed:
+        rv = (await listed.json())["metadata"]["resourceVersion"]
+    ready = [asyncio.Event() for _ in range(4)]
+    watchers = [asyncio.create_task(watch(server, rv, WRITES, r)) for r in ready]
+    await asyncio.gather(*(r.wait() for r in ready))
+    names = [f"e{i:02d}" for i in range(WRITES)]
+    # A kept connection on each of two workers: each write is read at once through the other.
+    async with contextlib.AsyncExitStack() as stack:
+        one, two = await _on_two_workers(server, f"{base}/absent", stack)
+        for index, name in enumerate(names):
+            writer, reader = (one, two) if index % 2 else (two, one)
+            async with writer.post(base, json=event(name)) as created:
                 assert created.status == 201, await created.text()
-            # Read at once through another connection: whichever worker it reaches has the write.
-            async with session.get(f"{base}/{name}") as got:
+            async with reader.get(f"{base}/{name}") as got:
                 assert got.status == 200, f"{name}: {await got.text()}"
-            async with session.get(base) as listed:
+            async with reader.get(base) as listed:
                 assert name in {i["metadata"]["name"] for i in (await listed.json())["items"]}
-        seen = await asyncio.wait_for(asyncio.gather(*watchers), timeout=30)
-        async with session.get(f"{server.url}/metrics") as answer:
-            metrics = await answer.text()
+    seen = await asyncio.wait_for(asyncio.gather(*watchers), timeout=30)
+    metrics = await _metrics(server)
     assert all(s == [("ADDED", n) for n in names] for s in seen), seen
     creates = served_creates(metrics)
     assert set(creates) == {str(i) for i in range(WORKERS)}, f"not every worker served creates: {creates}"

@@ -218,18 +218,21 @@ class ResourceCache:
             async for revision, items in pages:
                 await _take_in(state, items)
                 taken_at = revision
+        state.sort()
         log.info("watch cache of %s takes the first worker's list at revision %d", self.root, taken_at)
         return state, taken_at
 
     async def _read(self, tee: PageTee | None) -> tuple[SortedState, int]:
-        """Lists the storage a page at a time, each sent on to `tee` (if any) before it is taken in."""
+        """Lists the storage a page at a time (split.py: in two key ranges at once, so not in key
+        order), each sent on to `tee` (if any) before it is taken in."""
         state, revision = SortedState(self.packer), 0
         async with contextlib.aclosing(split.pages(self.storage, self.root, LIST_PAGE)) as pages:
             async for page in pages:
                 revision = page.revision
                 if tee is not None:
-                    await tee.send(self.root, revision, page.items, last=not (page.more and page.items))
+                    await tee.send(self.root, revision, page.items, last=not page.more)
                 await _take_in(state, page.items)
+        state.sort()
         return state, revision
 
     def _apply(self, event: WatchEvent) -> None:
@@ -278,7 +281,8 @@ class ResourceCache:
 
 
 async def _take_in(state: SortedState, items: list[KeyValue]) -> None:
+    """A page of the first fill taken into `state` (sorted once the last is in)."""
     for start in range(0, len(items), TAKE_IN_CHUNK):
         for kv in items[start : start + TAKE_IN_CHUNK]:
-            state.put(kv)
+            state.take(kv)
         await asyncio.sleep(0)

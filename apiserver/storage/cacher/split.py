@@ -4,10 +4,12 @@ etcd answers one Range on one core, and a list can ask for its next page only on
 has named its last key: a page of 10,000 Events (19 MB) keeps etcd busy about 50 ms while its other
 core idles. Two ranges read at once keep both busy (130,000 Events listed in 0.64 s against 0.92 s,
 measured on 2 cores). The key that halves what is left after the first page is found by bisection
-over the keys' code points, with reads of one key that count the rest (etcd counts a range in its
-in-memory index, without reading the values: a millisecond on an empty range, 20 ms on 130,000
-keys). The pages still come in key order, the upper range's held until the lower one is done, so a
-cache and its handoff take them in as from one list; only the last says no more follow.
+over the keys' code points, with reads of one key that also count the keys after it (etcd counts a
+range in its in-memory index, without reading the values: a millisecond on an empty range, 20 ms on
+130,000 keys). The pages come as they are read, from either range, so not in key order (the cache
+sorts its keys once the last is in); each range reads at most AHEAD pages before they are taken,
+so the list holds no more than a few pages beyond what the cache has taken in. Only the last page
+says no more follow.
 
 A backend that counts the keys past a page only when asked (SQLite, whose list is a local read
 anyway) reports none remaining here, and is read as one range."""
@@ -27,47 +29,65 @@ SPLIT_AT = 40_000
 # The count reads spent looking for the middle, at most (keys that share a long prefix need about
 # seven for each code point of it).
 PROBES = 64
+# The pages read but not yet taken, at most, of both ranges together.
+AHEAD = 2
 # Code points above this are counted as it when the middle is reckoned (keys are mostly ASCII: a
 # namespace and a name); the counts themselves are exact whatever a key holds.
 TOP = 0x7F
 
+# The pages of both ranges as they are read; an exception that ended one; None when one is done.
+_Pages = asyncio.Queue[ListResult | Exception | None]
+
 
 async def pages(
-    storage: Storage, root: str, size: int, *, split_at: int = SPLIT_AT
+    storage: Storage, root: str, size: int, *, split_at: int | None = None
 ) -> AsyncGenerator[ListResult, None]:
-    """The keys under `root` in pages of `size`, in key order, all at the first page's revision;
-    every page but the last says `more`."""
+    """The keys under `root` in pages of `size`, all at the first page's revision, each once, in
+    no set order; every page but the last says `more`. Split from `split_at` keys past the first
+    page (None: SPLIT_AT)."""
     first = await storage.list(root, limit=size, counted=False)
     if not (first.more and first.items):
         yield first
         return
     start = first.items[-1].key + "\x00"
     middle = None
-    if first.remaining >= split_at:
+    if first.remaining >= (SPLIT_AT if split_at is None else split_at):
         middle = await _middle(storage, root, start, first.remaining, first.revision)
-    ranges = [_range(storage, root, start, middle, first.revision, size)]
-    if middle is not None:
-        ranges.append(_range(storage, root, middle, None, first.revision, size))
-    readers = [_Ahead(pages) for pages in ranges]  # started at once: both ranges are read now
+    queue: _Pages = asyncio.Queue(AHEAD)
+    ranges = [(start, middle)] if middle is None else [(start, middle), (middle, None)]
+    readers = [
+        asyncio.create_task(_read(_range(storage, root, low, high, first.revision, size), queue))
+        for low, high in ranges
+    ]
     try:
-        async with contextlib.aclosing(_marked(first, readers)) as marked:
-            async for page in marked:
-                yield page
+        held, running = first, len(readers)
+        while running:
+            item = await queue.get()
+            if item is None:
+                running -= 1
+            elif isinstance(item, Exception):
+                raise item
+            elif item.items:
+                yield dataclasses.replace(held, more=True)
+                held = item
+        yield dataclasses.replace(held, more=False, remaining=0)
     finally:
         for reader in readers:
-            await reader.stop()
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
 
 
-async def _marked(first: ListResult, readers: list[_Ahead]) -> AsyncGenerator[ListResult, None]:
-    """`first`, then each reader's pages in turn, each page held until the next has come so that
-    only the very last says no more follow (a range's own last page says so of its range alone)."""
-    held = first
-    for reader in readers:
-        async for page in reader.each():
-            if page.items:
-                yield dataclasses.replace(held, more=True)
-                held = page
-    yield dataclasses.replace(held, more=False, remaining=0)
+async def _read(listed: AsyncGenerator[ListResult, None], queue: _Pages) -> None:
+    """A range's pages put on `queue` as they are read (waiting while it is full), then None; or
+    the exception that ended the range, for the taker to raise where the list was asked for."""
+    try:
+        async with contextlib.aclosing(listed) as pages:
+            async for page in pages:
+                await queue.put(page)
+    except Exception as error:
+        await queue.put(error)
+    else:
+        await queue.put(None)
 
 
 async def _range(
@@ -136,32 +156,3 @@ def _string(value: int, width: int) -> str:
         value, digit = divmod(value, TOP + 1)
         digits.append(chr(digit))
     return "".join(reversed(digits))
-
-
-class _Ahead:
-    """A range's pages read by a task of its own as fast as the storage gives them, held until
-    taken (they are the cache's to hold in any case)."""
-
-    def __init__(self, pages: AsyncGenerator[ListResult, None]) -> None:
-        self._queue: asyncio.Queue[ListResult | Exception | None] = asyncio.Queue()
-        self._task = asyncio.create_task(self._read(pages))
-
-    async def _read(self, pages: AsyncGenerator[ListResult, None]) -> None:
-        try:
-            async with contextlib.aclosing(pages) as listed:
-                async for page in listed:
-                    self._queue.put_nowait(page)
-        except Exception as error:  # the taker raises it, where the list was asked for
-            self._queue.put_nowait(error)
-        else:
-            self._queue.put_nowait(None)
-
-    async def each(self) -> AsyncGenerator[ListResult, None]:
-        while (item := await self._queue.get()) is not None:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    async def stop(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)

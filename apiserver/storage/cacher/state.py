@@ -40,6 +40,16 @@ class SortedState:
             bisect.insort(self._keys, kv.key)
         self._values[kv.key] = self.packer.pack(kv)
 
+    def take(self, kv: KeyValue) -> None:
+        """A value of the first fill, whose pages may come in any order: its key is put in order
+        by `sort`, once the last page is taken (a key comes once in a list at one revision)."""
+        self._keys.append(kv.key)
+        self._values[kv.key] = self.packer.pack(kv)
+
+    def sort(self) -> None:
+        """The keys the fill took put in order: a merge of its pages' sorted runs."""
+        self._keys.sort()
+
     def remove(self, key: str) -> None:
         if self._values.pop(key, None) is not None:
             del self._keys[bisect.bisect_left(self._keys, key)]

@@ -1,6 +1,7 @@
 """A watch cache's first list read as two key ranges at once (`storage.cacher.split`): the pages
-hold every key once, in key order, at one revision, however the keys are spread; on etcd, whose
-pages count what follows them, a large list is split."""
+hold every key once, at one revision, however the keys are spread, and only the last says no more
+follow; on etcd, whose pages count what follows them, a large list is split. A cache filled so
+serves its keys in order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.storage.cacher import split
+from apiserver.storage.cacher import CachedStorage, resource, split
 from apiserver.storage.cacher.split import between
 from apiserver.storage.interface import ListResult, Storage
 
@@ -62,15 +63,13 @@ def _names(namespaces: list[str], per_namespace: int) -> list[str]:
     ],
     ids=["alike", "spread", "unicode"],
 )
-async def test_the_pages_hold_every_key_once_in_order_at_one_revision(
-    store: Storage, names: list[str]
-) -> None:
+async def test_the_pages_hold_every_key_once_at_one_revision(store: Storage, names: list[str]) -> None:
     await _write(store, names)
     await store.create("/registry/group/thingsx/outside", b"x")
     calls = ListCalls(store)
     pages = await _read(calls)  # type: ignore[arg-type]
     listed = [kv.key for page in pages for kv in page.items]
-    assert listed == sorted(ROOT + name for name in names)
+    assert sorted(listed) == sorted(ROOT + name for name in names) and len(set(listed)) == len(listed)
     assert {page.revision for page in pages} == {pages[0].revision}
     assert [page.more for page in pages] == [True] * (len(pages) - 1) + [False]
     assert all(page.items for page in pages[:-1])
@@ -90,6 +89,35 @@ async def test_a_small_list_is_one_range(store: Storage) -> None:
 async def test_an_empty_root_is_one_empty_page(store: Storage) -> None:
     pages = await _read(store)
     assert [(page.items, page.more) for page in pages] == [([], False)]
+
+
+async def test_a_cache_filled_from_a_split_list_serves_its_keys_in_order(
+    store: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resource, "LIST_PAGE", SIZE)
+    monkeypatch.setattr(split, "SPLIT_AT", SPLIT_AT)
+    names = _names([f"ns{i}" for i in range(6)], 40) + _names(["apps"], 60)
+    await _write(store, names)
+    cached = CachedStorage(store, [ROOT], progress_interval=0.2)
+    await cached.start_caches()
+    try:
+        async with asyncio.timeout(10):
+            await cached.wait_ready()
+        expected = sorted(ROOT + name for name in names)
+        cache = cached.caches[0]  # read from the cache itself, not the storage beneath it
+        assert [kv.key for kv in cache.page(ROOT, None, 0).items] == expected
+        walked: list[str] = []
+        start: str | None = None
+        while True:
+            page = cache.page(ROOT, start, 7)
+            walked += [kv.key for kv in page.items]
+            if not page.more:
+                break
+            start = page.items[-1].key + "\x00"
+        assert walked == expected
+    finally:
+        for cache in cached.caches:  # the store is the fixture's to close
+            await cache.close()
 
 
 def test_between_is_strictly_between_and_near_the_middle() -> None:
