@@ -131,7 +131,9 @@ class EtcdStorage:
     ) -> ListResult:
         first = self._keys.key(prefix)
         begin = first if start is None else max(first, self._keys.key(start))
-        stop = range_end(first) if end is None else min(range_end(first), self._keys.key(end))
+        stop = range_end(first)
+        if end is not None and (stop == b"\0" or self._keys.key(end) < stop):  # b"\0": every key
+            stop = self._keys.key(end)
         request = rpc.RangeRequest(key=begin, range_end=stop, limit=limit, revision=revision)
         try:
             response = await self._client.call("kv", "Range", request)
