@@ -101,7 +101,7 @@ class Acceptor:
         to the other workers; once the last has closed, the port refuses connections); the
         connections accepted stay open."""
         self._accepting = False
-        self._shares.publish(self._index, NOT_ACCEPTING)
+        self._publish_now()
         for handle in (self._timer, self._publisher):
             if handle is not None:
                 handle.cancel()
@@ -112,7 +112,7 @@ class Acceptor:
         self._timer = None
         if not self._accepting:
             return
-        if self._deferred_since is not None and not _readable(self._sock):
+        if self._deferred_since is not None and not _pending(self._sock):
             self._deferred_since = None  # another worker took the connection deferred
         self._loop.add_reader(self._sock.fileno(), self._readable)
 
@@ -173,7 +173,7 @@ class Acceptor:
         self._publisher = self._loop.call_later(PUBLISH_INTERVAL, self._publish)
 
 
-def _readable(sock: socket.socket) -> bool:
+def _pending(sock: socket.socket) -> bool:
     """Whether a connection is pending on `sock` (a poll that does not wait)."""
     ready, _, _ = select.select([sock], [], [], 0)
     return bool(ready)
