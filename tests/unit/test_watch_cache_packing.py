@@ -85,13 +85,45 @@ def test_nothing_is_packed_before_the_first_training() -> None:
 
 def test_retraining_counts_the_values_taken_in_not_the_ones_packed_again(codec: Codec) -> None:
     state = packed_state(codec, 50)
-    packer = state.packer
     state.repack(state.all_keys() * 3)
-    assert packer.packed == 50
-    packer.packed = packing.RETRAIN_AFTER
-    assert packer.due(packing.TRAIN_AT)
-    packer.trained(Codec.train(state.samples() * 20))
-    assert not packer.due(10**9)
+    assert state.packer.packed == 50
+
+
+def take_in(packer: Packer, values: list[KeyValue]) -> list[bool]:
+    """Whether the packer asked for a new codec after each of `values` taken in."""
+    due = []
+    for kv in values:
+        packer.pack(kv)
+        due.append(packer.due(10**5))
+    return due
+
+
+def test_values_like_the_trained_ones_train_no_new_codec(
+    codec: Codec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(packing, "CHECK_EVERY", 200)
+    packer = Packer()
+    packer.trained(codec)
+    assert not any(take_in(packer, [pair(index) for index in range(3_000, 4_000)]))  # five checks
+    assert packer.baseline is not None and packer.baseline < 0.25
+
+
+def test_values_unlike_the_trained_ones_train_a_new_codec_once(
+    codec: Codec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(packing, "CHECK_EVERY", 200)
+    packer = Packer()
+    packer.trained(codec)
+    assert not any(take_in(packer, [pair(index) for index in range(3_000, 3_200)]))
+    # What a cluster stores may change: values of another shape pack to a larger share.
+    unlike = [
+        KeyValue(f"{ROOT}ns/c{index}", orjson.dumps({"data": os.urandom(400).hex()}), index, index)
+        for index in range(200)
+    ]
+    assert take_in(packer, unlike) == [False] * 199 + [True]
+    packer.trained(Codec.train([kv.value for kv in unlike] * 5))
+    assert packer.baseline is None and packer.packed == 0
+    assert not any(take_in(packer, unlike[:100]))
 
 
 def test_a_new_codec_packs_again_what_the_earlier_one_packed(codec: Codec) -> None:
