@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 
 from apiserver.machinery import tasks
 from apiserver.machinery.memory import release_free_memory
@@ -48,6 +49,9 @@ TAKE_IN_CHUNK = 1_000
 # How many values are packed again between two turns of the event loop after a codec is trained:
 # about 4 ms of work.
 REPACK_CHUNK = 1_000
+# The objects of a page the first worker hands on to the others once ready (handoff.py): about 1 ms
+# of pickling, between two requests it serves.
+HAND_ON_PAGE = 1_000
 
 
 class ResourceCache:
@@ -78,6 +82,8 @@ class ResourceCache:
         self._advanced = asyncio.Event()
         self._tasks = BackgroundTasks()  # the one storage watch feeding the cache
         self._training: asyncio.Task[None] | None = None
+        # The first fill, to be handed on to the other workers once this cache is ready.
+        self._hand_on: _HandOn | None = None
         # Counts the ends of the cache's storage watch (a restart, the close): a watch that left
         # the broadcaster to catch up, and so was not failed with the others, learns of them here.
         self._ended = 0
@@ -88,6 +94,7 @@ class ResourceCache:
     async def close(self) -> None:
         await self._tasks.stop()
         await tasks.stop(self._training)
+        self._hand_on_failed()
         self._ended += 1
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
 
@@ -171,6 +178,7 @@ class ResourceCache:
                 await self._fill()
             except StorageError as error:
                 log.warning("watch cache of %s restarts: %s", self.root, error)
+            self._hand_on_failed()
             self.filled.clear()
             self._ended += 1
             self._broadcaster.fail_all(StorageUnavailableError(f"the watch cache of {self.root} restarts"))
@@ -193,6 +201,7 @@ class ResourceCache:
                     log.info(
                         "watch cache of %s ready at revision %d (%d objects)", self.root, revision, len(state)
                     )
+                    self._start_hand_on()
                 self._pack_later()
 
     async def _list(self) -> tuple[SortedState, int]:
@@ -206,11 +215,14 @@ class ResourceCache:
                 log.info("watch cache of %s lists the storage itself: %s", self.root, ended)
         tee = handoff if isinstance(handoff, PageTee) else None
         try:
-            return await self._read(tee)
+            state, revision = await self._read()
         except BaseException:
             if tee is not None:
                 tee.fail(self.root)
             raise
+        if tee is not None:
+            self._hand_on = _HandOn(tee, self.root, state.items(), revision)
+        return state, revision
 
     async def _take(self, feed: PageFeed) -> tuple[SortedState, int]:
         state, taken_at = SortedState(self.packer), 0
@@ -222,18 +234,30 @@ class ResourceCache:
         log.info("watch cache of %s takes the first worker's list at revision %d", self.root, taken_at)
         return state, taken_at
 
-    async def _read(self, tee: PageTee | None) -> tuple[SortedState, int]:
+    async def _read(self) -> tuple[SortedState, int]:
         """Lists the storage a page at a time (split.py: in two key ranges at once, so not in key
-        order), each sent on to `tee` (if any) before it is taken in."""
+        order)."""
         state, revision = SortedState(self.packer), 0
         async with contextlib.aclosing(split.pages(self.storage, self.root, LIST_PAGE)) as pages:
             async for page in pages:
                 revision = page.revision
-                if tee is not None:
-                    await tee.send(self.root, revision, page.items, last=not page.more)
                 await _take_in(state, page.items)
         state.sort()
         return state, revision
+
+    def _start_hand_on(self) -> None:
+        """The first fill on its way to the other workers, in the background, now that this cache is
+        ready: they list nothing, and take no core from this worker's fill and the storage's list
+        while this worker is not ready yet."""
+        hand_on, self._hand_on = self._hand_on, None
+        if hand_on is not None:
+            self._tasks.start(hand_on.send(), name=f"watch-cache handoff {self.root}")
+
+    def _hand_on_failed(self) -> None:
+        """The cache restarts or closes before it was ready: the other workers list the storage."""
+        hand_on, self._hand_on = self._hand_on, None
+        if hand_on is not None:
+            hand_on.tee.fail(self.root)
 
     def _apply(self, event: WatchEvent) -> None:
         if event.type is not EventType.PROGRESS:
@@ -286,3 +310,25 @@ async def _take_in(state: SortedState, items: list[KeyValue]) -> None:
         for kv in items[start : start + TAKE_IN_CHUNK]:
             state.take(kv)
         await asyncio.sleep(0)
+
+
+@dataclass(frozen=True)
+class _HandOn:
+    """A cache's first fill as listed (its objects in key order, at `revision`), for `tee`."""
+
+    tee: PageTee
+    root: str
+    items: list[KeyValue]
+    revision: int
+
+    async def send(self) -> None:
+        """Every object sent on, HAND_ON_PAGE at a time (one empty page when there are none)."""
+        try:
+            for start in range(0, max(1, len(self.items)), HAND_ON_PAGE):
+                page = self.items[start : start + HAND_ON_PAGE]
+                last = start + HAND_ON_PAGE >= len(self.items)
+                await self.tee.send(self.root, self.revision, page, last=last)
+                await asyncio.sleep(0)
+        except BaseException:
+            self.tee.fail(self.root)
+            raise

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import pytest
 from apiserver.storage.cacher import CachedStorage, resource
 from apiserver.storage.cacher.handoff import FirstFill, PageFeed, PageTee
 from apiserver.storage.etcd import EtcdStorage
-from apiserver.storage.interface import KeyValue, Storage
+from apiserver.storage.interface import KeyValue, Storage, WatchEvent
 from apiserver.storage.sqlite.backend import SQLiteStorage
 
 EVENTS = "/registry/events.core.io/events/"
@@ -178,3 +178,57 @@ async def test_a_cache_that_gives_its_pages_up_holds_back_no_other() -> None:
     finally:
         await feed.close()
         await tee.close()
+
+
+def gated_watch(storage: Storage) -> tuple[asyncio.Event, asyncio.Event]:
+    """Events set once a watch of `storage` is asked for, and setting which lets it start: a cache
+    listed by then is not ready until it is."""
+    asked, gate = asyncio.Event(), asyncio.Event()
+    real = storage.watch
+
+    async def watch_gated(*args: Any, **options: Any) -> AsyncGenerator[WatchEvent, None]:
+        asked.set()
+        await gate.wait()
+        async for event in real(*args, **options):
+            yield event
+
+    storage.watch = watch_gated  # type: ignore[method-assign]
+    return asked, gate
+
+
+async def test_the_first_worker_hands_on_its_list_once_ready_as_it_was_listed(open_storage: Opener) -> None:
+    """The followers take no core from the first worker and the storage while the first worker's
+    cache fills: its pages come once it is ready. What comes is the list at its revision, not what
+    the cache holds by then; the follower's own watch brings the rest."""
+    first_storage = await open_storage()
+    asked, gate = gated_watch(first_storage)
+    fills = FirstFill.pipes(2)
+    assert fills[1].take_from is not None
+    feed = PageFeed(fills[1].take_from)
+    await feed.open()
+    taken: list[tuple[int, list[KeyValue]]] = []
+
+    async def take() -> None:
+        async for page in feed.pages(EVENTS):
+            taken.append(page)
+
+    first = await cached(first_storage, fills[0])
+    taking = asyncio.create_task(take())
+    try:
+        events = next(cache for cache in first.caches if cache.root == EVENTS)
+        await asyncio.wait_for(asked.wait(), 10)  # a cache has listed; its watch is held back
+        await asyncio.sleep(0.3)
+        assert not events.ready and taken == []
+        later = await first_storage.create(f"{EVENTS}ns1/later", b'{"n":"later"}')
+        gate.set()
+        await ready(first)
+        assert await events.fresh() and events.state.get(later.key) == later
+        await asyncio.wait_for(taking, 10)
+        assert {revision for revision, _ in taken} == {later.mod_revision - 1}
+        keys = [kv.key for _, items in taken for kv in items]
+        assert keys == sorted(kv.key for kv in held(first)[EVENTS] if kv.key != later.key)
+        assert len(keys) == STORED[EVENTS]
+    finally:
+        taking.cancel()
+        await first.close()
+        await feed.close()
