@@ -1,7 +1,9 @@
 """list+watch of one cluster resource into memory, as client-go's reflector and informer keep it.
 
 A `Reflector` lists the resource page by page, then watches from the list's resourceVersion,
-relisting when the cluster answers 410 Gone and backing off (with jitter) when it cannot be reached.
+relisting when the cluster answers 410 Gone and backing off (with jitter) when it cannot be reached
+or anything else fails (a fault of ours included: logged with its traceback, then listed again,
+never left stale).
 Objects are kept by (namespace, name) after `parse` turned them into what the caller works on;
 `synced` is set once the first list is in, and `on_change` callbacks run after every change.
 """
@@ -166,6 +168,8 @@ class Reflector(Generic[T]):
                 continue
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError, NotFound) as exc:
                 log.warning("%s: %s: %s; retrying in %.1fs", self.path, type(exc).__name__, exc, backoff)
+            except Exception:  # a fault of ours (parsing an object, say): a dead task would go stale
+                log.exception("%s: unexpected error; listing again in %.1fs", self.path, backoff)
             await asyncio.sleep(backoff * (1 + random.random() / 2))
             backoff = min(backoff * 2, self.max_backoff)
 
