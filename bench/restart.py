@@ -8,7 +8,8 @@ and worker count, several starts each, without the rest of the bench:
 On SQLite the Events are written into the stopped server's data directory (tests.support.seed, as
 its create path makes them); on etcd they are created through coreio's API (bench.client.fill, about
 80 s for 100,000). Each start is timed from Popen to the first /readyz 200 (bench.processes), which
-on a restart waits for every worker's watch caches to hold every object. `--memory` measures, after
+on a restart waits for the first worker's watch caches to hold every object (the other workers
+accept connections only once theirs do too, filled from the first's). `--memory` measures, after
 the last start of each configuration, what the benchmark's memory row does: one unpaged LIST, then
 the servers' Pss summed against the stored JSON (every Event listed in pages, compact). `--shape
 cluster` seeds Events shaped as a cluster's (tests/support/cluster_events.py: varied notes, names
