@@ -6,7 +6,6 @@ used stops the server with one line."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support.api import Api
+from tests.support.auditlog import logged_events
 from tests.support.kubectl import RB, Kubectl, rolebinding_yaml
 from tests.support.server import ServerProcess, start_server
 from tests.support.waiting import wait_until
@@ -61,8 +61,7 @@ def events(server: ServerProcess, **fields: str) -> list[dict[str, Any]]:
     """The audit log's events whose top-level fields (and objectRef's name, as `name`) are `fields`."""
     path = server.data_dir.parent / "audit.log"
     found = []
-    for line in path.read_text().splitlines():
-        event = json.loads(line)
+    for event in logged_events(path):
         wanted = dict(fields)
         name = wanted.pop("name", None)
         if name is not None and event.get("objectRef", {}).get("name") != name:

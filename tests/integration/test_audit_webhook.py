@@ -6,7 +6,6 @@ that cannot be used stops the server with one line."""
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import RB_PATH, Api
 from tests.support.audit_receiver import CLIENT_NAME, AuditReceiver
+from tests.support.auditlog import logged_events
 from tests.support.server import ServerProcess, start_server
 
 NAMESPACE = "audited"
@@ -155,7 +155,7 @@ def test_a_service_that_is_down_slows_no_request_in_batch_mode(
         api = Api(server)
         ids = set().union(*(requests(api, f"unheard-{index}") for index in range(10)))
         # Logged all the same (RequestReceived, written before the request is handled).
-        logged = [json.loads(line) for line in audit_log(server).read_text().splitlines()]
+        logged = logged_events(audit_log(server))
         assert ids <= {event["auditID"] for event in logged if event["stage"] == "RequestReceived"}
     finally:
         server.stop()
