@@ -221,9 +221,12 @@ class Stack:
         self.etcd.stop()
 
 
-def start_stack(directory: Path, coreio_args: tuple[str, ...] = ()) -> Stack:
+def start_stack(
+    directory: Path, coreio_args: tuple[str, ...] = (), etcd_flags: tuple[str, ...] = ()
+) -> Stack:
     token_file, token = write_token_file(directory)
     etcd = EtcdProcess()
+    etcd.args = (*etcd.args, *etcd_flags)
     endpoint = etcd.start()
     started: list[Target] = []
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import processes, wrk
+from bench import processes, scale, wrk
 from bench.options import parse as parse_options
 from bench.report import (
     COREIO_ETCD,
@@ -210,6 +210,26 @@ def test_quick_scales_down() -> None:
     assert (full.duration, full.rss_objects, full.list_objects) == (10.0, 100_000, 10_000)
     assert full.connections == (1, 16, 64)
     assert full.out.parent == ROOT / "bench" / "results"
+
+
+def test_the_scale_curve_goes_to_a_million_and_refuses_counts_out_of_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    default = scale.parse([])
+    assert default.counts == (100_000, 1_000_000) and default.duration == 10.0
+    assert default.out.parent == ROOT / "bench" / "results" and default.out.name.startswith("scale-")
+    assert default.loads("1,16").connections == (1, 16) and default.loads("16").duration == 10.0
+    with pytest.raises(SystemExit) as refused:
+        scale.parse(["--events", "1000000,100000"])
+    assert refused.value.code == 2
+    assert "counts must be positive and ascending" in capsys.readouterr().err
+
+
+def test_a_scale_top_up_runs_wrk_about_as_long_as_the_missing_events_need() -> None:
+    assert scale.top_up_seconds(30_000, 3_000.0) == 10.0
+    assert scale.top_up_seconds(10, 3_000.0) == 2.0  # wrk counts whole seconds
+    assert scale.top_up_seconds(10_000_000, 3_000.0) == 120.0  # the count is checked between runs
+    assert scale.top_up_seconds(500, 0.0) == 120.0  # no rate known: a bounded run, not a division by 0
 
 
 def test_no_bench_function_is_longer_than_60_lines() -> None:
