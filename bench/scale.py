@@ -44,6 +44,7 @@ QUOTA = f"--quota-backend-bytes={8 * 2**30}"
 # wrk's top-up runs: at most this long each, and at least this long (wrk counts whole seconds).
 TOP_UP_SECONDS = (2.0, 120.0)
 TOP_UP_CONNECTIONS = 64
+PROBE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -57,15 +58,19 @@ class ScaleOptions:
         return parse_options(["--duration", str(self.duration), "--connections", connections])
 
 
-def top_up_seconds(missing: int, rate: float) -> float:
-    """How long wrk's next top-up run should last to create about `missing` Events at `rate`/s."""
+def top_up_seconds(missing: int, rate: float | None) -> float:
+    """How long wrk's next top-up run should last to create a little under `missing` Events at
+    `rate`/s (the next run makes up the rest); a first run, its rate not known yet, is short."""
     low, high = TOP_UP_SECONDS
-    return min(high, max(low, missing / max(rate, 1.0)))
+    if rate is None:
+        return PROBE_SECONDS
+    return min(high, max(low, 0.95 * missing / max(rate, 1.0)))
 
 
 def top_up(target: Target, count: int, template: Path) -> int:
     """Creates Events in SCALE_NAMESPACE until `target` stores at least `count`; how many it holds."""
-    stored, rate, run = asyncio.run(phases.stored_count(target)), 1_000.0, secrets.token_hex(3)
+    stored, run = asyncio.run(phases.stored_count(target)), secrets.token_hex(3)
+    rate: float | None = None
     began = time.monotonic()
     while stored < count:
         path = target.events_path(SCALE_NAMESPACE)

@@ -226,10 +226,11 @@ def test_the_scale_curve_goes_to_a_million_and_refuses_counts_out_of_order(
 
 
 def test_a_scale_top_up_runs_wrk_about_as_long_as_the_missing_events_need() -> None:
-    assert scale.top_up_seconds(30_000, 3_000.0) == 10.0
+    assert scale.top_up_seconds(30_000, 3_000.0) == 9.5  # a little under: the next run adds the rest
     assert scale.top_up_seconds(10, 3_000.0) == 2.0  # wrk counts whole seconds
     assert scale.top_up_seconds(10_000_000, 3_000.0) == 120.0  # the count is checked between runs
-    assert scale.top_up_seconds(500, 0.0) == 120.0  # no rate known: a bounded run, not a division by 0
+    assert scale.top_up_seconds(1_000_000, None) == 5.0  # the rate not known yet: a short first run
+    assert scale.top_up_seconds(500, 0.0) == 120.0  # no rate measured: a bounded run, not a division by 0
 
 
 def test_no_bench_function_is_longer_than_60_lines() -> None:
