@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,7 +14,7 @@ from pathlib import Path
 from bench import phases, wrk
 from bench.options import Options, parse
 from bench.plot import plot
-from bench.processes import start_stack
+from bench.processes import start_stack, stop_on_signals
 from bench.report import Row, markdown, to_json
 
 
@@ -75,17 +74,6 @@ def write(options: Options, rows: list[Row], began: float) -> Path:
     plot(rows, options.out / "results.png", heading)
     print(table)
     return options.out
-
-
-def stop_on_signals() -> None:
-    """SIGTERM, and SIGINT even where a shell started us ignoring it, unwind: every process this
-    run started is stopped on the way out."""
-
-    def leave(number: int, _frame: object) -> None:
-        raise SystemExit(128 + number)
-
-    signal.signal(signal.SIGTERM, leave)
-    signal.signal(signal.SIGINT, leave)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -277,3 +277,14 @@ def settle(pids: list[int], *, idle: float = 0.15, limit: float = 60.0) -> None:
         time.sleep(0.5)
         if sum(cpu_seconds(pid) for pid in pids) - before < idle * 0.5:
             return
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, and SIGINT even where a shell started us ignoring it, unwind: every process this
+    run started is stopped on the way out."""
+
+    def leave(number: int, _frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    signal.signal(signal.SIGTERM, leave)
+    signal.signal(signal.SIGINT, leave)

@@ -36,7 +36,7 @@ from bench import client, phases, wrk
 from bench.events import body_template
 from bench.options import RESULTS, Options
 from bench.options import parse as parse_options
-from bench.processes import Stack, Target, restart, rss_bytes, settle, start_stack, tree
+from bench.processes import Stack, Target, restart, rss_bytes, settle, start_stack, stop_on_signals, tree
 from bench.report import CREATE, GET, LIST_PAGE, Row, figures_table, to_json
 
 SCALE_NAMESPACE = "scale"
@@ -167,6 +167,7 @@ def parse(argv: list[str] | None) -> ScaleOptions:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
+    stop_on_signals()
     try:
         wrk.wrk_binary()
     except wrk.WrkMissing as missing:
