@@ -221,7 +221,7 @@ class ResourceCache:
                 tee.fail(self.root)
             raise
         if tee is not None:
-            self._hand_on = _HandOn(tee, self.root, state.items(), revision)
+            self._hand_on = _HandOn(tee, self.root, state.page(self.root, None, 0, revision).items, revision)
         return state, revision
 
     async def _take(self, feed: PageFeed) -> tuple[SortedState, int]:

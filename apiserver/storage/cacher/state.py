@@ -60,15 +60,10 @@ class SortedState:
     def all_keys(self) -> list[str]:
         return list(self._keys)
 
-    def items(self) -> list[KeyValue]:
-        """Every value held, in key order: what a list of all of them reads now."""
-        return [self._values[key] for key in self._keys]
-
     def samples(self) -> list[bytes]:
         """Values spread over the keys, to train a codec on."""
-        keys = self._keys or self._taken
-        step = max(1, len(keys) // SAMPLES)
-        return [self._values[key].value for key in keys[::step][:SAMPLES]]
+        step = max(1, len(self._keys) // SAMPLES)
+        return [self._values[key].value for key in self._keys[::step][:SAMPLES]]
 
     def repack(self, keys: list[str]) -> None:
         """Packs the values of `keys` still held with the packer's current codec."""
