@@ -395,6 +395,13 @@ FLAGS = (
         check_error="--workers must not be negative",
     ),
     Flag(
+        "--worker-hang-timeout",
+        "with several workers: how long (seconds, or a Go duration) a worker serving the port may go"
+        " without turning its event loop before the supervisor aborts it (its stack is logged) and"
+        " ends the server, for whatever restarts it (0: never)",
+        _duration,
+    ),
+    Flag(
         "--logging-format",
         "sets the log format: text, or one JSON object a line",
         setting="log_format",

@@ -116,6 +116,9 @@ class Settings:
     log_format: str = "text"
     # Worker processes serving the port, each with its own watch cache (0: one per core).
     workers: int = 0
+    # How long a worker serving the port may go without turning its event loop before the
+    # supervisor aborts it, and so ends the server, for whatever restarts it (0: never).
+    worker_hang_timeout: float = 60.0
     # How often apiserver_storage_objects is counted (kube-apiserver's flag; 0: never).
     etcd_count_metric_poll_period: float = 60.0
     # The reasons and namespaces coreio_events_written_total names in each worker (then "other").

@@ -9,12 +9,15 @@ socket, the certificates) before forking, then only relays signals and waits. Wo
 own process group, so that a terminal's Ctrl-C reaches them once, through the supervisor; a worker
 whose supervisor is gone shuts down. When one worker ends, so does the server: the others are
 stopped and the supervisor exits non-zero, for whatever restarts it (kubelet, systemd) to decide.
+A worker whose event loop stops turning while it serves (--worker-hang-timeout) is aborted, and so
+ends the server the same way.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import faulthandler
 import gc
 import logging
 import math
@@ -23,6 +26,8 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
@@ -42,6 +47,9 @@ from apiserver.storage.cacher.handoff import FirstFill
 log = logging.getLogger("coreio")
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 PR_SET_PDEATHSIG = 1  # prctl(2)
+# After SIGABRT (which dumps a hung worker's stacks), how long before SIGKILL (a stopped worker, or
+# one stuck where the signal cannot end it).
+ABORT_GRACE = 5.0
 
 
 def cores() -> int:
@@ -71,9 +79,12 @@ def run(settings: Settings, kinds: Sequence[ResourceKind] = KINDS) -> None:
         with closing(shared), tempfile.TemporaryDirectory(prefix="coreio-workers-") as directory:
             reached = server.prepare(settings)
             told = worker_settings(settings, count)
-            where = WorkerSet(0, count, Path(directory), Shares(count))
+            shares = Shares(count)
+            where = WorkerSet(0, count, Path(directory), shares)
             workers = Workers.fork(told, kinds, shared, reached, where)
             shared.close()  # the workers' now
+            if settings.worker_hang_timeout > 0:
+                Watchdog(workers, shares, settings.worker_hang_timeout).start()
             workers.wait()
 
 
@@ -196,6 +207,43 @@ class Workers:
             return []
 
 
+class Watchdog(threading.Thread):
+    """Aborts a worker that accepts connections but has not turned its event loop for `timeout`
+    seconds (its count in `shares` unwritten: http/acceptor.py), as a kubelet's liveness probe would
+    restart a hung server: connections already in its hands would wait for ever otherwise, and
+    none of the probes, sent to the workers that do answer, would see it. SIGABRT first, so that
+    its stacks are logged; the supervisor then ends the server as for any worker that ends."""
+
+    def __init__(self, workers: Workers, shares: Shares, timeout: float) -> None:
+        super().__init__(name="coreio-watchdog", daemon=True)
+        self.workers, self.shares, self.timeout = workers, shares, timeout
+        self.aborted: dict[int, float] = {}  # pid -> when it was sent SIGABRT
+
+    def run(self) -> None:
+        while not self.workers.stopping:
+            time.sleep(min(1.0, self.timeout / 4))
+            hung = set(self.shares.silent(self.timeout))
+            for pid, index in list(self.workers.pids.items()):
+                if index in hung or pid in self.aborted:
+                    self._abort(pid, index)
+
+    def _abort(self, pid: int, index: int) -> None:
+        sent = self.aborted.get(pid)
+        if sent is None:
+            log.error(
+                "worker %d (pid %d) has not turned its event loop for %gs: aborting it",
+                *(index, pid, self.timeout),
+            )
+            self.aborted[pid] = time.monotonic()
+            signum = signal.SIGABRT
+        elif time.monotonic() - sent >= ABORT_GRACE:
+            signum = signal.SIGKILL
+        else:
+            return
+        with suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
 def _die_with_the_supervisor() -> None:
     """On Linux, the kernel kills this worker when the supervisor dies, however it dies: a server
     killed with SIGKILL is gone at once with its port and data directory, as a single process is.
@@ -222,6 +270,7 @@ def _work(
             signal.signal(signum, signal.SIG_DFL)
         os.setpgid(0, 0)
         _die_with_the_supervisor()
+        faulthandler.enable()  # SIGABRT from the watchdog: every thread's stack on stderr
         logs.configure(settings.log_format, worker=workers.index)
         eventloop.run(_serve(workers, settings, kinds, sock, reached, lifeline, fill))
     except server.StartError as exc:

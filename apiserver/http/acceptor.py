@@ -68,6 +68,15 @@ class Shares:
         live = [count for index, (count, beat) in enumerate(counts) if index != besides and beat >= since]
         return min(live, default=NOT_ACCEPTING)
 
+    def silent(self, seconds: float) -> list[int]:
+        """The workers accepting connections that have not written for `seconds`: their event loop
+        has not turned since (a worker starting, or stopping, writes NOT_ACCEPTING and is left out)."""
+        since = time.monotonic() - seconds
+        counts = zip(self._counts, self._beats, strict=True)
+        return [
+            index for index, (count, beat) in enumerate(counts) if count != NOT_ACCEPTING and beat < since
+        ]
+
 
 class Acceptor:
     """This worker's part in accepting the connections of the shared socket `sock`: its count in

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -262,6 +263,42 @@ def test_a_worker_that_dies_ends_the_server_with_status_1(tmp_path: Path) -> Non
     assert re.search(
         rf"worker \d \(pid {victim}\) exited with status -9; the other workers were stopped", log
     )
+
+
+def test_a_worker_whose_event_loop_stops_is_aborted_with_its_stacks_and_ends_the_server(
+    tmp_path: Path,
+) -> None:
+    """A worker that still holds the connections it accepted but no longer turns its event loop
+    (stopped here with SIGSTOP) is aborted once --worker-hang-timeout has passed, and the server ends
+    with status 1 for whatever restarts it; a pause shorter than that is let be."""
+    server = start_server(tmp_path / "data", ["--workers", str(WORKERS), "--worker-hang-timeout", "3s"])
+    assert server.process is not None
+    asyncio.run(
+        _every_worker_accepting(server, f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events/absent")
+    )
+    victim, *others = sorted(children(server.process.pid))
+    os.kill(victim, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(victim, signal.SIGCONT)
+    time.sleep(3)
+    assert server.process.poll() is None and "aborting it" not in server.log_file.read_text()
+
+    os.kill(victim, signal.SIGSTOP)
+    wait_until(
+        lambda: "has not turned its event loop" in server.log_file.read_text(),
+        timeout=15,
+        message="the watchdog to abort the stopped worker",
+    )
+    os.kill(victim, signal.SIGCONT)  # the SIGABRT pending since is taken: its stacks are written
+    code = server.process.wait(timeout=20)
+    log = server.log_file.read_text()
+    assert code == 1, log
+    assert re.search(rf"worker \d \(pid {victim}\) has not turned its event loop for 3s: aborting it", log)
+    assert "Fatal Python error: Aborted" in log and "most recent call first" in log, log
+    assert re.search(
+        rf"worker \d \(pid {victim}\) exited with status -6; the other workers were stopped", log
+    )
+    assert not any(alive(pid) for pid in others)
 
 
 def test_killing_the_supervisor_kills_its_workers_and_frees_the_port(tmp_path: Path) -> None:
