@@ -14,7 +14,7 @@ import zstandard
 from apiserver.registry.decoded import DecodedObjects
 from apiserver.registry.stored import StoredObjects, typed
 from apiserver.resources.event import EventKind
-from apiserver.storage.cacher import packing
+from apiserver.storage.cacher import packing, resource
 from apiserver.storage.cacher.packing import Codec, PackedKeyValue, Packer
 from apiserver.storage.cacher.state import SortedState
 from apiserver.storage.interface import EventType, KeyValue, WatchEvent
@@ -224,3 +224,33 @@ def test_packed_values_take_the_memory_of_their_packed_size(codec: Codec) -> Non
     finally:
         tracemalloc.stop()
     assert taken < 2 * sum(len(data) + 64 for data in packed), (taken, sum(map(len, values)))
+
+
+class RecordingTeeFake:
+    """A PageTee that keeps what it is sent (a fake: the real one writes to the followers' pipes,
+    as tests/integration/storage/test_watch_cache_handoff.py shows)."""
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[str, int, list[KeyValue], bool]] = []
+
+    async def send(self, root: str, revision: int, items: list[KeyValue], *, last: bool) -> None:
+        self.pages.append((root, revision, list(items), last))
+
+    def fail(self, root: str) -> None:
+        raise AssertionError(f"the hand-on of {root} failed")
+
+
+async def test_the_first_fill_handed_on_is_let_go_of_once_sent_with_a_fake_tee() -> None:
+    """The first worker's list, as listed (values whole), is held only until the other workers have
+    it: its cache packs the values meanwhile, and the whole ones would otherwise stay in memory."""
+    listed = [pair(index) for index in range(2 * resource.HAND_ON_PAGE + 5)]
+    tee = RecordingTeeFake()
+    hand_on = resource._HandOn(tee, ROOT, list(listed), 7)  # type: ignore[arg-type]
+    await hand_on.send()
+    assert [kv for _, _, page, _ in tee.pages for kv in page] == listed
+    assert [(root, revision, last) for root, revision, _, last in tee.pages] == [
+        (ROOT, 7, False),
+        (ROOT, 7, False),
+        (ROOT, 7, True),
+    ]
+    assert hand_on.items == []

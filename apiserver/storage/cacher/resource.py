@@ -322,7 +322,8 @@ class _HandOn:
     revision: int
 
     async def send(self) -> None:
-        """Every object sent on, HAND_ON_PAGE at a time (one empty page when there are none)."""
+        """Every object sent on, HAND_ON_PAGE at a time (one empty page when there are none); then
+        the memory they held, if this list was the last to hold them, handed back."""
         try:
             for start in range(0, max(1, len(self.items)), HAND_ON_PAGE):
                 page = self.items[start : start + HAND_ON_PAGE]
@@ -332,3 +333,8 @@ class _HandOn:
         except BaseException:
             self.tee.fail(self.root)
             raise
+        finally:
+            # The values as listed, whole, which the cache has packed meanwhile: they were this
+            # list's alone, and lie all through the heap (machinery/memory.py).
+            self.items.clear()
+        await asyncio.to_thread(release_free_memory)
