@@ -273,24 +273,13 @@ def test_a_worker_whose_event_loop_stops_is_aborted_with_its_stacks_and_ends_the
     with status 1 for whatever restarts it; a pause shorter than that is let be."""
     server = start_server(tmp_path / "data", ["--workers", str(WORKERS), "--worker-hang-timeout", "3s"])
     assert server.process is not None
-    asyncio.run(
-        _every_worker_accepting(server, f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events/absent")
-    )
     victim, *others = sorted(children(server.process.pid))
-    os.kill(victim, signal.SIGSTOP)
-    time.sleep(1.5)
-    os.kill(victim, signal.SIGCONT)
-    time.sleep(3)
-    assert server.process.poll() is None and "aborting it" not in server.log_file.read_text()
-
-    os.kill(victim, signal.SIGSTOP)
-    wait_until(
-        lambda: "has not turned its event loop" in server.log_file.read_text(),
-        timeout=15,
-        message="the watchdog to abort the stopped worker",
-    )
-    os.kill(victim, signal.SIGCONT)  # the SIGABRT pending since is taken: its stacks are written
-    code = server.process.wait(timeout=20)
+    try:
+        code = _stopped_twice(server, victim)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGCONT)
+        server.stop()
     log = server.log_file.read_text()
     assert code == 1, log
     assert re.search(rf"worker \d \(pid {victim}\) has not turned its event loop for 3s: aborting it", log)
@@ -299,6 +288,28 @@ def test_a_worker_whose_event_loop_stops_is_aborted_with_its_stacks_and_ends_the
         rf"worker \d \(pid {victim}\) exited with status -6; the other workers were stopped", log
     )
     assert not any(alive(pid) for pid in others)
+
+
+def _stopped_twice(server: ServerProcess, victim: int) -> int:
+    """`victim` stopped for less than the hang timeout (the server serves on), then until the
+    watchdog aborts it; the server's exit status."""
+    assert server.process is not None
+    asyncio.run(
+        _every_worker_accepting(server, f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events/absent")
+    )
+    os.kill(victim, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(victim, signal.SIGCONT)
+    time.sleep(3)
+    assert server.process.poll() is None and "aborting it" not in server.log_file.read_text()
+    os.kill(victim, signal.SIGSTOP)
+    wait_until(
+        lambda: "has not turned its event loop" in server.log_file.read_text(),
+        timeout=15,
+        message="the watchdog to abort the stopped worker",
+    )
+    os.kill(victim, signal.SIGCONT)  # the SIGABRT pending since is taken: its stacks are written
+    return server.process.wait(timeout=20)
 
 
 def test_killing_the_supervisor_kills_its_workers_and_frees_the_port(tmp_path: Path) -> None:
