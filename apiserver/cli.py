@@ -10,7 +10,6 @@ The served kinds add their own (an expiring kind's TTL, as `--event-ttl`).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
 import os
 import sys
@@ -459,10 +458,23 @@ def kind_flags(kinds: Sequence[ResourceKind]) -> list[Flag]:
 
 def version() -> str:
     """The installed distribution's version, else the package's own."""
+    import importlib.metadata  # here: only --version needs it
+
     try:
         return importlib.metadata.version("coreio")
     except importlib.metadata.PackageNotFoundError:
         return __version__
+
+
+class _PrintVersion(argparse.Action):
+    """--version: argparse's own action, but the version is looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> NoReturn:
+        print(f"{PROG} {version()}")  # on stdout, as argparse's own
+        parser.exit()
 
 
 def _describe(kinds: Sequence[ResourceKind]) -> str:
@@ -507,9 +519,7 @@ def _parser(flags: Sequence[Flag], kinds: Sequence[ResourceKind]) -> argparse.Ar
     parser = _Parser(
         prog=PROG, description=_describe(kinds), epilog=_EPILOG, argument_default=argparse.SUPPRESS
     )
-    parser.add_argument(
-        "--version", action="version", version=f"{PROG} {version()}", help="print the version and exit"
-    )
+    parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
     defaults = Settings()
     for flag in flags:
         parser.add_argument(
