@@ -29,6 +29,9 @@ ALPHA_APISERVICE = f"{ALPHA_VERSION}.{ALPHA_GROUP}"
 ALL_APISERVICE_NAMES = (*APISERVICE_NAMES, ALPHA_APISERVICE)
 OWNER_ANNOTATION = f"{GROUP}/installation"
 MANAGED_BY = "coreio-operator"
+# How the objects of an EventExport's exporter are named (exporters.py); no Installation's name
+# starts so, or its own objects could share a name with an exporter's.
+EXPORTER_PREFIX = "coreio-export-"
 SERVICE_PORT = 443
 # Where the API server's pods find what the operator gives them (the image's defaults agree).
 SERVING_DIR = "/var/run/secrets/coreio/serving"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from apiserver.machinery.types import JSON
 from apiserver.resources import eventexport
-from apiserver_operator.children import MANAGED_BY, OWNER_ANNOTATION, RUN_AS, Installation
+from apiserver_operator.children import EXPORTER_PREFIX, MANAGED_BY, OWNER_ANNOTATION, RUN_AS, Installation
 
 RBAC = "rbac.authorization.k8s.io"
 RBAC_VERSION = f"{RBAC}/v1"
@@ -60,7 +60,7 @@ class Export:
     @property
     def workload(self) -> str:
         """The name of its Deployment, ServiceAccount, Role and RoleBindings."""
-        name = f"coreio-export-{self.name}"
+        name = f"{EXPORTER_PREFIX}{self.name}"
         if len(name) <= MAX_NAME:
             return name
         digest = hashlib.sha256(self.name.encode()).hexdigest()[:8]

@@ -97,6 +97,12 @@ def installation(body: JSON, default_image: str = "") -> Installation:
     if not _DNS1035.match(name):
         # The Service is named after the Installation, and Service names are DNS-1035 labels.
         raise Refused("InvalidName", f"name {name!r} must be a DNS-1035 label (it names the Service)")
+    if name.startswith(children.EXPORTER_PREFIX):
+        raise Refused(
+            "InvalidName",
+            f"name {name!r} must not start with {children.EXPORTER_PREFIX!r}: the exporters of"
+            " EventExports are named so",
+        )
     if spec.storage.type == "sqlite" and spec.replicas > 1:
         raise Refused(
             "SQLiteSingleReplica",

@@ -73,6 +73,12 @@ def _create(plane: ControlPlane, obj: JSON) -> tuple[int, str]:
             " DNS-1035 label",
         ),
         (
+            "coreio-export-warnings",
+            {},
+            'The Installation "coreio-export-warnings" is invalid: <nil>: Invalid value: "object":'
+            " metadata.name must not start with coreio-export-: the exporters of EventExports are named so",
+        ),
+        (
             "three",
             {"replicas": 3},
             'The Installation "three" is invalid: spec.replicas: Forbidden: embedded SQLite allows one'

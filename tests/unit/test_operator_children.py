@@ -195,6 +195,7 @@ def test_an_installation_without_an_image_runs_the_operators_default() -> None:
     [
         ({"metadata": {"name": "c", "namespace": "n"}, "spec": {"replicas": 2}}, "SQLiteSingleReplica"),
         ({"metadata": {"name": "Bad_Name", "namespace": "n"}, "spec": {}}, "InvalidName"),
+        ({"metadata": {"name": "coreio-export-c", "namespace": "n"}, "spec": {}}, "InvalidName"),
         ({"metadata": {"name": "c", "namespace": "n"}, "spec": {}}, "ImageNotSet"),
         (
             {"metadata": {"name": "c", "namespace": "n"}, "spec": {"certificates": {"caLifetime": "1y"}}},
