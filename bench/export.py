@@ -13,14 +13,19 @@ Kafka broker, Loki):
 - a kill: the same load again, the exporter killed with SIGKILL halfway and started again at once;
   acknowledged Events never delivered (lost) and delivered twice (duplicated) are counted.
 
-The issue asks for kubernetes-event-exporter beside it (same Events, same receiver). Its module,
-github.com/resmoio/kubernetes-event-exporter, is not served by the Go module proxy this project
-reaches (403 for @latest and every version tried on 2026-11-27 and 2026-11-28), so its row is not
-run; the table says so. Beside coreio-export runs instead the other exporter the issue names that
-the proxy serves: the OpenTelemetry Collector's `k8sobjects` receiver (bench/k8sobjects.py),
-watching the same Events of its own namespace and sending them over OTLP/HTTP, through the same
-three phases (`--no-alternative` leaves it out). It keeps no position, so its catch-up column says
-how many of the backlog it never sent; its kill is a restart from the present.
+Beside coreio-export run the other exporters the issue names, through the same three phases, each
+keeping no position (so the catch-up column says how many of the backlog it never sent, and its
+kill is a restart that lists anew):
+- the OpenTelemetry Collector's `k8sobjects` receiver (bench/k8sobjects.py, built from the Go module
+  proxy), watching the same Events of its own namespace and sending them over OTLP/HTTP
+  (`--no-alternative` leaves it out);
+- kubernetes-event-exporter, with `--kubernetes-event-exporter PATH` (bench/kee.py): a binary of
+  github.com/resmoio/kubernetes-event-exporter that you built. Its module is not served by the Go
+  module proxy this project reaches (403 for @latest and every version tried, 2026-11-27 and -28),
+  so the bench cannot build it. It reads only a kube-apiserver's core/v1 Events: the same Events
+  are written to the bench's own kube-apiserver (on its own etcd) as events.k8s.io/v1, each
+  stamped with the time it is written (it drops an Event whose time is 5 s old), and it posts them
+  to a webhook receiver of the bench's. Without the flag the table says it was not run.
 """
 
 from __future__ import annotations
@@ -31,13 +36,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from bench.k8sobjects import VERSION as K8SOBJECTS_VERSION
 from bench.k8sobjects import K8sObjectsEnd
+from bench.kee import KeeEnd
 from bench.sinks import SINKS, harness
 from bench.stats import percentile
 from tests.support.api import Api, event
+from tests.support.controlplane import start_control_plane
 from tests.support.etcd import EtcdProcess
 from tests.support.exporter import (
     EXPORTS,
@@ -50,7 +59,11 @@ from tests.support.exporter import (
 )
 from tests.support.server import ServerProcess, start_server
 
-NOT_RUN = "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here)"
+NOT_RUN = (
+    "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here; give a"
+    " binary with --kubernetes-event-exporter)"
+)
+KUBE_EVENTS = "events.k8s.io/v1"
 
 
 @dataclass
@@ -160,7 +173,11 @@ def names(written: Written) -> set[str]:
     return {name for _, name, _, _ in written.events}
 
 
-def settle(end: K8sObjectsEnd, wanted: set[str], quiet: float = 3.0, limit: float = 60.0) -> None:
+class Receiving(Protocol):
+    def received_at(self) -> dict[str, float]: ...
+
+
+def settle(end: Receiving, wanted: set[str], quiet: float = 3.0, limit: float = 60.0) -> None:
     """Until `end` received every name of `wanted`, or nothing new for `quiet` seconds."""
     began = last_change = time.monotonic()
     count = -1
@@ -214,6 +231,51 @@ def measure_k8sobjects(server: ServerProcess, storage: str, args: argparse.Names
         end.close()
 
 
+def measure_kee(binary: Path, args: argparse.Namespace, scratch: Path) -> Row:
+    """The same three phases for kubernetes-event-exporter on a kube-apiserver of its own, into its
+    webhook receiver."""
+    plane = start_control_plane(scratch / "kee-plane")
+    ns = "bench-kee"
+    end = KeeEnd(binary, plane.kubeconfig, ns, scratch / "kee")
+    write = partial(write_events, plane, [ns], group_version=KUBE_EVENTS, stamped=True)
+    try:
+        plane.run("create", "namespace", ns)
+        end.start()
+        asyncio.run(write(rate=1, seconds=1, prefix="probe"))
+        end.wait_sent("probe-0")
+        end.stop()
+        backlog = asyncio.run(write(rate=args.backlog, seconds=1, prefix="b", connections=16))
+        end.start()
+        settle(end, names(backlog))
+        never_sent = len(names(backlog) - set(end.received_at()))
+        paced = asyncio.run(write(rate=args.rate, seconds=args.seconds, prefix="p"))
+        settle(end, names(paced))
+        received = end.received_at()
+        latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
+        if missed := len(names(paced) - set(received)):
+            print(f"kubernetes-event-exporter: {missed} of the paced Events never sent")
+        if not latencies:
+            raise SystemExit(f"kubernetes-event-exporter sent none of the paced Events: {end.log}")
+        restart = kill_once(end.kill, end.start, args.seconds / 2)
+        killed = asyncio.run(write(rate=args.rate, seconds=args.seconds, prefix="k", during=restart))
+        settle(end, names(killed))
+        sent = [name for name in end.receiver.names() if name.startswith("k-")]
+        return Row(
+            "kube-apiserver",
+            "webhook",
+            0.0,
+            percentile(latencies, 0.5),
+            percentile(latencies, 0.99),
+            len(names(killed) - set(sent)),
+            len(sent) - len(set(sent)),
+            exporter="kubernetes-event-exporter",
+            never_sent=(never_sent, len(names(backlog))),
+        )
+    finally:
+        end.close()
+        plane.stop()
+
+
 def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
     flags = [f"--runtime-config={GROUP_VERSION}=true"]
     etcd = EtcdProcess() if storage == "etcd" else None
@@ -232,7 +294,7 @@ def run(storage: str, args: argparse.Namespace, scratch: Path) -> list[Row]:
             etcd.stop()
 
 
-def table(rows: list[Row]) -> str:
+def table(rows: list[Row], kee_run: bool) -> str:
     lines = [
         "| exporter | storage | sink | catch-up (records/s) | latency p50 | latency p99 | lost across a kill "
         "| duplicated |",
@@ -248,7 +310,8 @@ def table(rows: list[Row]) -> str:
             f"| {r.exporter} | {r.storage} | {r.sink} | {catch_up} | {r.p50 * 1000:.0f} ms | "
             f"{r.p99 * 1000:.0f} ms | {r.lost} | {r.duplicated} |"
         )
-    lines.append(f"| {NOT_RUN} | | | | | | | |")
+    if not kee_run:
+        lines.append(f"| {NOT_RUN} | | | | | | | |")
     return "\n".join(lines)
 
 
@@ -270,11 +333,19 @@ def main() -> None:
         action="store_false",
         help="leave out the collector's k8sobjects receiver (built from Go modules at its first run)",
     )
+    parser.add_argument(
+        "--kubernetes-event-exporter",
+        dest="kee",
+        type=Path,
+        help="a kubernetes-event-exporter binary to measure beside it (on a kube-apiserver of its own)",
+    )
     args = parser.parse_args()
     storages = ["sqlite", "etcd"] if args.storage == "both" else [args.storage]
     with tempfile.TemporaryDirectory(prefix="coreio-bench-export-") as scratch:
         rows = [row for storage in storages for row in run(storage, args, Path(scratch))]
-    print(table(rows))
+        if args.kee is not None:
+            rows.append(measure_kee(args.kee, args, Path(scratch)))
+    print(table(rows, args.kee is not None))
 
 
 if __name__ == "__main__":

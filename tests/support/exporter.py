@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -111,10 +112,13 @@ async def write_events(
     connections: int = 8,
     during: Callable[[float], None] | None = None,
     fields: dict[str, Any] | None = None,
+    group_version: str = "events.core.io/v1",
+    stamped: bool = False,
 ) -> Written:
     """Events written at `rate` a second for `seconds` (at most `connections` in flight), spread
-    over `namespaces`, with `fields` set in each; `during(elapsed)` called every 0.1 s meanwhile (on
-    this loop's thread)."""
+    over `namespaces`, with `fields` set in each, as `group_version` (kube-apiserver's twin:
+    events.k8s.io/v1), with `stamped` each Event's eventTime the time it is written;
+    `during(elapsed)` called every 0.1 s meanwhile (on this loop's thread)."""
     written = Written()
     total = int(rate * seconds)
     numbers = itertools.count()
@@ -128,7 +132,10 @@ async def write_events(
                 await asyncio.sleep(delay)
             ns = namespaces[i % len(namespaces)]
             body = event(f"{prefix}-{i}", ns, type=kind(i), reason=f"Reason{i % 7}", **(fields or {}))
-            url = f"{server.url}/apis/events.core.io/v1/namespaces/{ns}/events"
+            body["apiVersion"] = group_version
+            if stamped:
+                body["eventTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            url = f"{server.url}/apis/{group_version}/namespaces/{ns}/events"
             async with session.post(url, data=orjson.dumps(body), ssl=ssl) as response:
                 answer = await response.read()
             if response.status != 201:

@@ -347,3 +347,37 @@ def test_the_k8sobjects_collectors_main_is_the_one_its_go_sum_was_made_for() -> 
 
     digest = hashlib.sha256(MAIN.encode()).hexdigest()
     assert digest == "78e307a22e1ea4050312e058ba9153ea33cb188051bed5be194d98c4a783c855"
+
+
+def test_the_kubernetes_event_exporter_end_counts_each_event_posted_to_it() -> None:
+    """kubernetes-event-exporter posts one Event's JSON a request: each receipt kept (the same
+    Event twice, after a restart's relist, is a duplicate), the first one stamped."""
+    import urllib.request
+
+    from bench.kee import EventReceiver
+
+    end = EventReceiver()
+    try:
+        for name in ("a", "b", "a"):
+            body = json.dumps({"kind": "Event", "metadata": {"name": name, "namespace": "ns"}}).encode()
+            request = urllib.request.Request(end.url, body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                assert answer.status == 200
+        assert end.names() == ["a", "b", "a"]
+        assert set(end.received_at()) == {"a", "b"}
+    finally:
+        end.stop()
+
+
+def test_the_export_table_says_when_kubernetes_event_exporter_was_not_run() -> None:
+    from bench.export import NOT_RUN, Row, table
+
+    ours = Row("sqlite", "webhook", 1000.0, 0.09, 0.2, 0, 0)
+    theirs = Row("kube-apiserver", "webhook", 0.0, 0.001, 0.02, 3, 609, "kubernetes-event-exporter", (5, 20))
+    assert NOT_RUN in table([ours], kee_run=False)
+    shown = table([ours, theirs], kee_run=True)
+    assert NOT_RUN not in shown
+    assert (
+        "| kubernetes-event-exporter | kube-apiserver | webhook | none: 5 of the 20 written while stopped"
+        " never sent | 1 ms | 20 ms | 3 | 609 |"
+    ) in shown

@@ -1,0 +1,138 @@
+"""kubernetes-event-exporter (github.com/resmoio/kubernetes-event-exporter), the exporter issue 25
+names, beside coreio-export in bench.export: run from a binary the user gives
+(`--kubernetes-event-exporter PATH`), since its module is not served by the Go module proxy this
+project reaches and this project neither builds nor ships it.
+
+It watches only the core/v1 Events of a kube-apiserver (not configurable), so its Events are
+written to the bench's own kube-apiserver (tests.support.controlplane) as events.k8s.io/v1, the
+same body coreio-export's are written with, and it sends them with its webhook receiver, one POST
+of the Event's JSON each, to a receiving end of the bench's that stamps each Event name when it
+first arrives. Its settings are its defaults (maxEventAgeSeconds 5: an Event older than that at
+its start is not sent), except `omitLookup: true`: by default it reads the regarded object of
+every Event from the API, 5 requests a second, which the bench's Events (of a Pod that does not
+exist) would only slow down.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench.sinks import Stamped
+from tests.support.server import free_port
+from tests.support.waiting import stopped, wait_until
+
+CONFIG = """\
+logLevel: info
+logFormat: json
+clusterName: bench
+namespace: {namespace}
+omitLookup: true
+leaderElection:
+  enabled: false
+route:
+  routes:
+    - match:
+        - receiver: hook
+receivers:
+  - name: hook
+    webhook:
+      endpoint: {url}
+"""
+
+
+class EventReceiver(Stamped):
+    """Takes kubernetes-event-exporter's webhook POSTs (an Event's JSON each), every one kept (the
+    same Event twice is a duplicate)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._server = self._serve()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    def names(self) -> list[str]:
+        """The name of every Event received, once per receipt."""
+        return [record["event"]["metadata"]["name"] for record in self.records()]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _serve(self) -> ThreadingHTTPServer:
+        end = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                end.take({"event": json.loads(body)}, time.time())
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+
+class KeeEnd:
+    """The exporter process, watching the Events of one namespace of the kube-apiserver whose
+    admin kubeconfig is `kubeconfig`, and its receiving end."""
+
+    def __init__(self, binary: Path, kubeconfig: Path, namespace: str, directory: Path) -> None:
+        self.binary, self.kubeconfig, self.namespace = binary, kubeconfig, namespace
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.receiver = EventReceiver()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "kubernetes-event-exporter.log"
+
+    def start(self) -> None:
+        config = self.directory / "config.yaml"
+        config.write_text(CONFIG.format(namespace=self.namespace, url=self.receiver.url))
+        metrics = f"127.0.0.1:{free_port()}"  # its default, :2112, listens on every address
+        command = [str(self.binary), "-conf", str(config), "-kubeconfig", str(self.kubeconfig)]
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen([*command, "-metrics-address", metrics], stdout=log, stderr=log)
+
+    def wait_sent(self, name: str, limit: float = 60.0) -> None:
+        """Until the Event `name` has reached the receiver (its watch is up)."""
+        assert self._process is not None
+
+        def sent() -> bool:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise AssertionError("kubernetes-event-exporter exited: " + self.log.read_text()[-3000:])
+            return name in self.receiver.received_at()
+
+        wait_until(sent, timeout=limit, message=lambda: self.log.read_text()[-3000:])
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self) -> None:
+        stopped(self._process)
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self.receiver.stop()
+
+    def received_at(self) -> dict[str, float]:
+        return self.receiver.received_at()
