@@ -246,6 +246,13 @@ def measure_kee(binary: Path, args: argparse.Namespace, scratch: Path) -> Row:
         end.stop()
         backlog = asyncio.run(write(rate=args.backlog, seconds=1, prefix="b", connections=16))
         end.start()
+        # Sure to be sent (written after its start): once it is, what it sends of the backlog is
+        # under way, and a pause of its sends is no longer its start.
+        asyncio.run(write(rate=1, seconds=1, prefix="started"))
+        try:
+            end.wait_sent("started-0", limit=120)
+        except AssertionError:
+            print("kubernetes-event-exporter sent nothing written after its start within 120 s")
         settle(end, names(backlog))
         never_sent = len(names(backlog) - set(end.received_at()))
         paced = asyncio.run(write(rate=args.rate, seconds=args.seconds, prefix="p"))

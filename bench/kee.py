@@ -70,6 +70,8 @@ class EventReceiver(Stamped):
         end = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept: it posts each Event on its own
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 end.take({"event": json.loads(body)}, time.time())
