@@ -189,6 +189,35 @@ def settle(end: Receiving, wanted: set[str], quiet: float = 3.0, limit: float = 
         time.sleep(0.05)
 
 
+def paced_latencies(end: Receiving, paced: Written, exporter: str, log: Path) -> list[float]:
+    """Once `end` has settled, each paced Event's receipt minus its acknowledgement; what never
+    arrived is printed, and none arriving ends the run."""
+    settle(end, names(paced))
+    received = end.received_at()
+    latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
+    if missed := len(names(paced) - set(received)):
+        print(f"{exporter}: {missed} of the paced Events never sent")
+    if not latencies:
+        raise SystemExit(f"{exporter} sent none of the paced Events: {log}")
+    return latencies
+
+
+def positionless_row(
+    where: tuple[str, str, str],
+    latencies: list[float],
+    killed: Written,
+    sent: list[str],
+    never: tuple[int, int],
+) -> Row:
+    """The row of an exporter that keeps no position: `where` its (exporter, storage, sink), `sent`
+    the names it delivered of the `killed` phase's Events, once per delivery, and `never` how many
+    of the backlog it never sent (of how many)."""
+    exporter, storage, sink = where
+    lost, duplicated = len(names(killed) - set(sent)), len(sent) - len(set(sent))
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    return Row(storage, sink, 0.0, p50, p99, lost, duplicated, exporter=exporter, never_sent=never)
+
+
 def measure_k8sobjects(server: ServerProcess, storage: str, args: argparse.Namespace, scratch: Path) -> Row:
     """The same three phases for the collector's k8sobjects receiver, into its OTLP/HTTP receiver."""
     ns = f"bench-k8sobjects-{time.monotonic_ns() % 100000}"
@@ -203,30 +232,15 @@ def measure_k8sobjects(server: ServerProcess, storage: str, args: argparse.Names
         settle(end, names(backlog))
         never_sent = len(names(backlog) - set(end.received_at()))
         paced = asyncio.run(write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="p"))
-        settle(end, names(paced))
-        received = end.received_at()
-        latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
-        if missed := len(names(paced) - set(received)):
-            print(f"otelcol k8sobjects ({storage}): {missed} of the paced Events never sent")
-        if not latencies:
-            raise SystemExit(f"otelcol k8sobjects ({storage}) sent none of the paced Events: {end.log}")
+        latencies = paced_latencies(end, paced, f"otelcol k8sobjects ({storage})", end.log)
         restart = kill_once(end.kill, lambda: end.start(wait=False), args.seconds / 2)
         killed = asyncio.run(
             write_events(server, [ns], rate=args.rate, seconds=args.seconds, prefix="k", during=restart)
         )
         settle(end, names(killed))
         added = [name for name in end.added() if name.startswith("k-")]
-        return Row(
-            storage,
-            "otlpHttp",
-            0.0,
-            percentile(latencies, 0.5),
-            percentile(latencies, 0.99),
-            len(names(killed) - set(added)),
-            len(added) - len(set(added)),
-            exporter=f"otelcol k8sobjects {K8SOBJECTS_VERSION}",
-            never_sent=(never_sent, len(names(backlog))),
-        )
+        where = (f"otelcol k8sobjects {K8SOBJECTS_VERSION}", storage, "otlpHttp")
+        return positionless_row(where, latencies, killed, added, (never_sent, len(names(backlog))))
     finally:
         end.close()
 
@@ -256,28 +270,13 @@ def measure_kee(binary: Path, args: argparse.Namespace, scratch: Path) -> Row:
         settle(end, names(backlog))
         never_sent = len(names(backlog) - set(end.received_at()))
         paced = asyncio.run(write(rate=args.rate, seconds=args.seconds, prefix="p"))
-        settle(end, names(paced))
-        received = end.received_at()
-        latencies = [received[n] - t for n, t in paced.acknowledged_at.items() if n in received]
-        if missed := len(names(paced) - set(received)):
-            print(f"kubernetes-event-exporter: {missed} of the paced Events never sent")
-        if not latencies:
-            raise SystemExit(f"kubernetes-event-exporter sent none of the paced Events: {end.log}")
+        latencies = paced_latencies(end, paced, "kubernetes-event-exporter", end.log)
         restart = kill_once(end.kill, end.start, args.seconds / 2)
         killed = asyncio.run(write(rate=args.rate, seconds=args.seconds, prefix="k", during=restart))
         settle(end, names(killed))
         sent = [name for name in end.receiver.names() if name.startswith("k-")]
-        return Row(
-            "kube-apiserver",
-            "webhook",
-            0.0,
-            percentile(latencies, 0.5),
-            percentile(latencies, 0.99),
-            len(names(killed) - set(sent)),
-            len(sent) - len(set(sent)),
-            exporter="kubernetes-event-exporter",
-            never_sent=(never_sent, len(names(backlog))),
-        )
+        where = ("kubernetes-event-exporter", "kube-apiserver", "webhook")
+        return positionless_row(where, latencies, killed, sent, (never_sent, len(names(backlog))))
     finally:
         end.close()
         plane.stop()

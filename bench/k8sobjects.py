@@ -26,10 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.sinks import OtlpHttpEnd
+from bench.sinks import ExporterEnd, OtlpHttpEnd
 from tests.support import gobuild, otelcol_build
 from tests.support.server import ServerProcess
-from tests.support.waiting import stopped, wait_until
+from tests.support.waiting import wait_until
 
 VERSION = "v0.148.0"
 SOURCE = Path(__file__).resolve().parent / "k8sobjects"
@@ -91,8 +91,10 @@ def ensure_binary() -> Path:
     return gobuild.ensure(recipe()).path
 
 
-class K8sObjectsEnd:
+class K8sObjectsEnd(ExporterEnd):
     """The collector process, watching the Events of one namespace, and its receiving end."""
+
+    receiver: OtlpHttpEnd
 
     def __init__(self, server: ServerProcess, namespace: str, directory: Path) -> None:
         self.server = server
@@ -123,20 +125,6 @@ class K8sObjectsEnd:
         if self._process.poll() is not None:
             raise AssertionError("the collector exited: " + self.log.read_text()[-3000:])
         return self.log.read_text().count("Started collecting") > marks
-
-    def kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
-
-    def stop(self) -> None:
-        stopped(self._process)
-
-    def close(self) -> None:
-        try:
-            self.stop()
-        finally:
-            self.receiver.stop()
 
     def received_at(self) -> dict[str, float]:
         return self.receiver.received_at()

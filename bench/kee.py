@@ -23,9 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench.sinks import Stamped
+from bench.sinks import ExporterEnd, Stamped
 from tests.support.server import free_port
-from tests.support.waiting import stopped, wait_until
+from tests.support.waiting import wait_until
 
 CONFIG = """\
 logLevel: info
@@ -87,9 +87,11 @@ class EventReceiver(Stamped):
         return server
 
 
-class KeeEnd:
+class KeeEnd(ExporterEnd):
     """The exporter process, watching the Events of one namespace of the kube-apiserver whose
     admin kubeconfig is `kubeconfig`, and its receiving end."""
+
+    receiver: EventReceiver
 
     def __init__(self, binary: Path, kubeconfig: Path, namespace: str, directory: Path) -> None:
         self.binary, self.kubeconfig, self.namespace = binary, kubeconfig, namespace
@@ -121,20 +123,6 @@ class KeeEnd:
             return name in self.receiver.received_at()
 
         wait_until(sent, timeout=limit, message=lambda: self.log.read_text()[-3000:])
-
-    def kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
-
-    def stop(self) -> None:
-        stopped(self._process)
-
-    def close(self) -> None:
-        try:
-            self.stop()
-        finally:
-            self.receiver.stop()
 
     def received_at(self) -> dict[str, float]:
         return self.receiver.received_at()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -32,6 +33,7 @@ from tests.support.loki_server import LokiServer
 from tests.support.otel_collector import Collector, LogRecord
 from tests.support.otel_collector import records as otlp_records
 from tests.support.server import free_port
+from tests.support.waiting import stopped
 from tests.support.webhook_receiver import Receiver
 
 TOPIC = "bench-events"
@@ -71,6 +73,31 @@ class Stamped:
     def received_at(self) -> dict[str, float]:
         with self._lock:
             return dict(self._first)
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+class ExporterEnd:
+    """Another project's exporter, run as a process, and the receiving end it sends to."""
+
+    _process: subprocess.Popen[bytes] | None
+    receiver: Stoppable
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self) -> None:
+        stopped(self._process)
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self.receiver.stop()
 
 
 class Polling(Stamped):
