@@ -30,7 +30,7 @@ import pickle
 import queue
 import struct
 import threading
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,12 +40,15 @@ _LENGTH = struct.Struct("<Q")
 # The pages a follower holds for one cache before it stops reading the pipe.
 QUEUED_PAGES = 2
 # How long the first worker waits for its followers to take a page, and a follower for the first
-# worker's next page, before either gives the handoff up (the followers then list the storage
-# themselves): far longer than a page takes (0.1 s for 10,000 Events), than a failed list takes to
-# say so (the etcd client's request timeout, 10 s), and than the first worker takes to be ready
-# before its first page (2 s on 130,000 Events; a store so large that it takes longer is listed by
-# each follower itself).
+# worker's next frame, before either gives the handoff up (the followers then list the storage
+# themselves): far longer than a page takes (0.1 s for 10,000 Events) and than a failed list takes
+# to say so (the etcd client's request timeout, 10 s). While it lists, the first worker says so
+# every third of it: its first page comes only once it is ready (2 s on 130,000 Events, 13 s on a
+# million, more than 30 on a loaded machine), and a follower that gave up would list the storage
+# beside it, slowing both.
 STALL_SECONDS = 30.0
+# The revision of a frame that carries no page, only that the first worker is still listing.
+_STILL_LISTING = 0
 PIPE_SIZE = 1 << 20
 
 _Tuple = tuple[str, bytes, int, int]
@@ -106,6 +109,10 @@ class PageTee:
             self._pending.discard(root)
             if not self._pending:
                 self._pipes.close()
+
+    async def still_listing(self, root: str) -> None:
+        """Tells the followers that `root` is still being listed (no page)."""
+        await self._pipes.put(_frame(root, False, _STILL_LISTING, []))
 
     def fail(self, root: str) -> None:
         """`root`'s fill failed (or was cancelled): no more pages go to anyone."""
@@ -203,6 +210,8 @@ class PageFeed:
         try:
             while True:
                 _, last, revision, rows = await _next(pending, self._ended)
+                if revision == _STILL_LISTING and not last:
+                    continue
                 yield revision, [KeyValue(*row) for row in rows]
                 if last:
                     return
@@ -280,6 +289,25 @@ async def in_thread(function: Callable[..., _Result], *args: Any) -> _Result:
 
     threading.Thread(target=run, name="watch-cache handoff", daemon=True).start()
     return await future
+
+
+async def while_listing(tee: PageTee | None, root: str, listing: Awaitable[_Result]) -> _Result:
+    """`listing` awaited, the followers told every third of STALL_SECONDS meanwhile that `root` is
+    still being listed."""
+    if tee is None:
+        return await listing
+
+    async def beat(pipe: PageTee) -> None:
+        while True:
+            await asyncio.sleep(STALL_SECONDS / 3)
+            await pipe.still_listing(root)
+
+    beating = asyncio.create_task(beat(tee), name=f"watch-cache handoff {root}: still listing")
+    try:
+        return await listing
+    finally:
+        beating.cancel()
+        await asyncio.gather(beating, return_exceptions=True)
 
 
 async def _next(pending: asyncio.Queue[_Frame], ended: asyncio.Event) -> _Frame:

@@ -18,7 +18,7 @@ from apiserver.machinery.memory import release_free_memory
 from apiserver.machinery.tasks import BackgroundTasks
 from apiserver.storage.broadcaster import Broadcaster, follow
 from apiserver.storage.cacher import split
-from apiserver.storage.cacher.handoff import HandoffEnded, PageFeed, PageTee
+from apiserver.storage.cacher.handoff import HandoffEnded, PageFeed, PageTee, while_listing
 from apiserver.storage.cacher.packing import Codec, Packer
 from apiserver.storage.cacher.state import SortedState, Window
 from apiserver.storage.interface import (
@@ -215,7 +215,7 @@ class ResourceCache:
                 log.info("watch cache of %s lists the storage itself: %s", self.root, ended)
         tee = handoff if isinstance(handoff, PageTee) else None
         try:
-            state, revision = await self._read()
+            state, revision = await while_listing(tee, self.root, self._read())
         except BaseException:
             if tee is not None:
                 tee.fail(self.root)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.storage.cacher import CachedStorage, resource
+from apiserver.storage.cacher import CachedStorage, handoff, resource
 from apiserver.storage.cacher.handoff import FirstFill, PageFeed, PageTee
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.storage.interface import KeyValue, Storage, WatchEvent
@@ -135,6 +135,38 @@ async def test_a_follower_whose_pages_stop_lists_the_storage_itself(
     finally:
         await follower.close()
         await tee.close()
+
+
+async def test_a_follower_waits_for_a_first_worker_that_lists_longer_than_a_stall(
+    open_storage: Opener, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first worker's list takes twice as long as a follower waits for a frame (a million
+    Events take 13 s, more under load): it says every third of that wait that it is still
+    listing, so its follower takes its list when it comes rather than listing the storage beside it."""
+    caplog.set_level(logging.INFO, logger="apiserver.storage.cacher.resource")
+    monkeypatch.setattr(handoff, "STALL_SECONDS", 0.6)
+    first_storage, other_storage = await open_storage(), await open_storage()
+    asked = counting_lists(other_storage)
+    real = first_storage.list
+
+    async def list_slowly(prefix: str, **options: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await real(prefix, **options)
+
+    first_storage.list = list_slowly  # type: ignore[method-assign]
+    fills = FirstFill.pipes(2)
+    first = await cached(first_storage, fills[0])
+    follower = await cached(other_storage, fills[1])
+    try:
+        async with asyncio.timeout(20):
+            await first.wait_ready()
+            await follower.wait_ready()
+        assert asked == []  # it never listed the storage itself
+        assert "lists the storage itself" not in caplog.text
+        assert held(follower) == held(first)
+    finally:
+        await follower.close()
+        await first.close()
 
 
 async def test_the_first_worker_fills_when_its_follower_is_gone(open_storage: Opener) -> None:
