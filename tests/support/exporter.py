@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 import pytest
 
+from apiserver.machinery.objectmeta import format_micro_time
 from tests.support.api import event
 from tests.support.server import ServerProcess, module_server
 
@@ -134,7 +135,7 @@ async def write_events(
             body = event(f"{prefix}-{i}", ns, type=kind(i), reason=f"Reason{i % 7}", **(fields or {}))
             body["apiVersion"] = group_version
             if stamped:
-                body["eventTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                body["eventTime"] = format_micro_time(datetime.now(UTC))
             url = f"{server.url}/apis/{group_version}/namespaces/{ns}/events"
             async with session.post(url, data=orjson.dumps(body), ssl=ssl) as response:
                 answer = await response.read()

@@ -374,8 +374,8 @@ def test_the_export_table_says_when_kubernetes_event_exporter_was_not_run() -> N
 
     ours = Row("sqlite", "webhook", 1000.0, 0.09, 0.2, 0, 0)
     theirs = Row("kube-apiserver", "webhook", 0.0, 0.001, 0.02, 3, 609, "kubernetes-event-exporter", (5, 20))
-    assert NOT_RUN in table([ours], kee_run=False)
-    shown = table([ours, theirs], kee_run=True)
+    assert NOT_RUN in table([ours])
+    shown = table([ours, theirs])
     assert NOT_RUN not in shown
     assert (
         "| kubernetes-event-exporter | kube-apiserver | webhook | none: 5 of the 20 written while stopped"
