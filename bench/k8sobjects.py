@@ -101,7 +101,7 @@ class K8sObjectsEnd(ExporterEnd):
         self.namespace = namespace
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.receiver = OtlpHttpEnd()
+        self.receiver = OtlpHttpEnd(directory / "receiver")
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

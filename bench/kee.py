@@ -15,14 +15,12 @@ exist) would only slow down.
 
 from __future__ import annotations
 
-import json
 import subprocess
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
+import orjson
+
+from bench.receiving import ReceivingProcess
 from bench.sinks import ExporterEnd, Stamped
 from tests.support.server import free_port
 from tests.support.waiting import wait_until
@@ -48,43 +46,27 @@ receivers:
 
 class EventReceiver(Stamped):
     """Takes kubernetes-event-exporter's webhook POSTs (an Event's JSON each), every one kept (the
-    same Event twice is a duplicate)."""
+    same Event twice is a duplicate), in a process of its own (bench/receiving.py), the end
+    coreio-export's webhook sink meets too."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: Path) -> None:
         super().__init__()
-        self._server = self._serve()
+        self._receiver = ReceivingProcess(directory / "requests", self._take_request)
+        self._receiver.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        return self._receiver.url
 
     def names(self) -> list[str]:
         """The name of every Event received, once per receipt."""
         return [record["event"]["metadata"]["name"] for record in self.records()]
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._receiver.stop()
 
-    def _serve(self) -> ThreadingHTTPServer:
-        end = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # connections kept: it posts each Event on its own
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                end.take({"event": json.loads(body)}, time.time())
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
+    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+        self.take({"event": orjson.loads(body)}, at)
 
 
 class KeeEnd(ExporterEnd):
@@ -97,7 +79,7 @@ class KeeEnd(ExporterEnd):
         self.binary, self.kubeconfig, self.namespace = binary, kubeconfig, namespace
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.receiver = EventReceiver()
+        self.receiver = EventReceiver(directory / "receiver")
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,13 +27,13 @@ from aiokafka import AIOKafkaConsumer
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from bench.receiving import PROTOBUF, ReceivingProcess
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.loki_server import LokiServer
 from tests.support.otel_collector import Collector, LogRecord
 from tests.support.otel_collector import records as otlp_records
-from tests.support.server import free_port
 from tests.support.waiting import stopped
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhook_receiver import records_of
 
 TOPIC = "bench-events"
 
@@ -148,9 +147,12 @@ class JSONLinesTail(Polling):
             self.take(orjson.loads(line), now)
 
 
-class WebhookEnd:
-    def __init__(self) -> None:
-        self.receiver = Receiver(free_port())
+class WebhookEnd(Stamped):
+    """The webhook sink's receiving end, in a process of its own (bench/receiving.py)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__()
+        self.receiver = ReceivingProcess(directory / "requests", self._take_request)
 
     def target(self) -> dict[str, Any]:
         return {"webhook": {"url": self.receiver.url}}
@@ -158,14 +160,12 @@ class WebhookEnd:
     def start(self) -> None:
         self.receiver.start()
 
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.receiver.records)
-
-    def received_at(self) -> dict[str, float]:
-        return dict(self.receiver.received_at)
-
     def stop(self) -> None:
         self.receiver.stop()
+
+    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+        for record in records_of(kind, body):
+            self.take(record, at)
 
 
 def from_log_record(record: LogRecord) -> dict[str, Any]:
@@ -200,9 +200,6 @@ class CollectorEnd:
         self.collector.stop()
 
 
-PROTOBUF = "application/x-protobuf"
-
-
 def _protobuf_as_json(body: bytes) -> dict[str, Any]:
     """An ExportLogsServiceRequest in protobuf (coreio-export's http/protobuf) as OTLP JSON."""
     request = ExportLogsServiceRequest.FromString(body)
@@ -222,19 +219,23 @@ def _field(value: Any, *keys: str) -> Any:
 
 
 class OtlpHttpEnd(Stamped):
-    """A receiver of OTLP/HTTP in JSON of the bench's own, taking coreio-export's log records and
-    those of the collector's k8sobjects receiver (bench/k8sobjects.py: the watch event as the body)
-    alike, so that both exporters send to the same end. `seen`: (watch type, name) of each of the
-    latter's records."""
+    """A receiver of OTLP/HTTP in JSON of the bench's own, in a process of its own
+    (bench/receiving.py), taking coreio-export's log records and those of the collector's
+    k8sobjects receiver (bench/k8sobjects.py: the watch event as the body) alike, so that both
+    exporters send to the same end. `seen`: (watch type, name) of each of the latter's records.
 
-    def __init__(self) -> None:
+    HTTP/1.0, a connection a request: kept connections (HTTP/1.1) made the collector's exporter
+    wait about 4 s a request here (not found why), which no sender meets in use."""
+
+    def __init__(self, directory: Path) -> None:
         super().__init__()
         self.seen: list[tuple[str, str]] = []
-        self._server = self._serve()
+        self._receiver = ReceivingProcess(directory / "requests", self._take_request, kept=False)
+        self._receiver.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._receiver.url.rstrip("/")
 
     def target(self) -> dict[str, Any]:
         return {"otlp": {"endpoint": self.url, "protocol": "http/protobuf"}}
@@ -243,8 +244,10 @@ class OtlpHttpEnd(Stamped):
         return None  # serving since it was made
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._receiver.stop()
+
+    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+        self._take_document(_protobuf_as_json(body) if kind == PROTOBUF else json.loads(body), at)
 
     def _take_document(self, document: dict[str, Any], now: float) -> None:
         for record in otlp_records(document):
@@ -255,32 +258,6 @@ class OtlpHttpEnd(Stamped):
             with self._lock:
                 self.seen.append((str(_field(record.body, "type")), name))
             self.take({"event": {"metadata": {"name": name}}}, now)
-
-    def _serve(self) -> ThreadingHTTPServer:
-        end = self
-
-        class Handler(BaseHTTPRequestHandler):
-            # HTTP/1.0, a connection a request: kept connections (HTTP/1.1) made the collector's
-            # exporter wait about 4 s a request here (not found why), which no sender meets in use.
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                now = time.time()  # received: before either form is parsed
-                protobuf = self.headers.get("Content-Type") == PROTOBUF
-                end._take_document(_protobuf_as_json(body) if protobuf else json.loads(body), now)
-                answer = b"" if protobuf else b"{}"  # an empty ExportLogsServiceResponse either way
-                self.send_response(200)
-                self.send_header("Content-Type", PROTOBUF if protobuf else "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
 
 
 class KafkaEnd(Stamped):
@@ -375,11 +352,11 @@ def harness(sink: str, directory: Path) -> Harness:
     if sink == "jsonLines":
         return JSONLinesTail(directory / "records.jsonl")
     if sink == "webhook":
-        return WebhookEnd()
+        return WebhookEnd(directory)
     if sink == "otlp":
         return CollectorEnd(directory)
     if sink == "otlpHttp":
-        return OtlpHttpEnd()
+        return OtlpHttpEnd(directory)
     if sink == "kafka":
         return KafkaEnd(directory)
     return LokiEnd(directory)

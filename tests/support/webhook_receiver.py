@@ -54,30 +54,34 @@ class Receiver:
 
     def take(self, kind: str, body: bytes) -> None:
         self.content_types.add(kind)
-        if kind == "application/json":  # the JSON format: an array of records
-            for item in orjson.loads(body):
-                self.received_at.setdefault(item["event"]["metadata"]["name"], time.time())
-                self.records.append(item)
-            return
-        items = orjson.loads(body) if kind == BATCH_TYPE else [orjson.loads(body)]
-        for item in items:
-            message = HTTPMessage(
-                headers={"content-type": "application/cloudevents+json"}, body=orjson.dumps(item)
-            )
-            event = from_http(message, JSONFormat())
-            data = event.get_data()
-            assert isinstance(data, dict)
-            self.received_at.setdefault(data["metadata"]["name"], time.time())
-            self.records.append(
-                {
-                    "dedupKey": event.get_id(),
-                    "resourceVersion": data["metadata"]["resourceVersion"],
-                    "event": data,
-                    "type": event.get_type(),
-                }
-            )
+        for record in records_of(kind, body):
+            self.received_at.setdefault(record["event"]["metadata"]["name"], time.time())
+            self.records.append(record)
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+def records_of(kind: str, body: bytes) -> list[dict[str, Any]]:
+    """The records of one request of the webhook sink, as its JSON format sends them (an array of
+    records) or read from its CloudEvents (one, or a batch) with the CloudEvents SDK."""
+    if kind == "application/json":
+        records: list[dict[str, Any]] = orjson.loads(body)
+        return records
+    items = orjson.loads(body) if kind == BATCH_TYPE else [orjson.loads(body)]
+    return [from_cloudevent(item) for item in items]
+
+
+def from_cloudevent(item: dict[str, Any]) -> dict[str, Any]:
+    message = HTTPMessage(headers={"content-type": "application/cloudevents+json"}, body=orjson.dumps(item))
+    event = from_http(message, JSONFormat())
+    data = event.get_data()
+    assert isinstance(data, dict)
+    return {
+        "dedupKey": event.get_id(),
+        "resourceVersion": data["metadata"]["resourceVersion"],
+        "event": data,
+        "type": event.get_type(),
+    }

@@ -299,14 +299,15 @@ def test_coreio_servers_start_from_compiled_bytecode_as_an_installed_coreio(
     assert "PYTHONPYCACHEPREFIX" not in env and Path(where).is_file(), where
 
 
-def test_the_otlp_http_end_reads_both_exporters_records() -> None:
+def test_the_otlp_http_end_reads_both_exporters_records(tmp_path: Path) -> None:
     """coreio-export's log records (protobuf, the Event in attributes) and the collector's
-    k8sobjects receiver's (JSON, the watch event as a kvlist body) stamped by Event name alike."""
+    k8sobjects receiver's (JSON, the watch event as a kvlist body), posted to its process, stamped
+    by Event name alike."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
-    from bench.sinks import OtlpHttpEnd, _protobuf_as_json
+    from bench.sinks import OtlpHttpEnd
 
     attributes = {
         "k8s.event.name": "ours",
@@ -327,11 +328,12 @@ def test_the_otlp_http_end_reads_both_exporters_records() -> None:
     metadata = kv(name={"stringValue": "theirs"}, resourceVersion={"stringValue": "8"})
     body = kv(type={"stringValue": "ADDED"}, object=kv(metadata=metadata))
     theirs = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": body}]}]}]}
-    end = OtlpHttpEnd()
+    end = OtlpHttpEnd(tmp_path)
     try:
-        end._take_document(_protobuf_as_json(ours.SerializeToString()), 1.0)
-        end._take_document(theirs, 2.0)
-        assert end.received_at() == {"ours": 1.0, "theirs": 2.0}
+        post(f"{end.url}/v1/logs", ours.SerializeToString(), "application/x-protobuf")
+        post(f"{end.url}/v1/logs", json.dumps(theirs).encode(), "application/json")
+        wait_until(lambda: len(end.received_at()) == 2, timeout=5, message=lambda: str(end.received_at()))
+        assert end.received_at()["ours"] <= end.received_at()["theirs"]
         assert end.seen == [("ADDED", "theirs")]
         assert end.records()[0]["dedupKey"] == "u/7"
     finally:
@@ -349,21 +351,17 @@ def test_the_k8sobjects_collectors_main_is_the_one_its_go_sum_was_made_for() -> 
     assert digest == "78e307a22e1ea4050312e058ba9153ea33cb188051bed5be194d98c4a783c855"
 
 
-def test_the_kubernetes_event_exporter_end_counts_each_event_posted_to_it() -> None:
+def test_the_kubernetes_event_exporter_end_counts_each_event_posted_to_it(tmp_path: Path) -> None:
     """kubernetes-event-exporter posts one Event's JSON a request: each receipt kept (the same
     Event twice, after a restart's relist, is a duplicate), the first one stamped."""
-    import urllib.request
-
     from bench.kee import EventReceiver
 
-    end = EventReceiver()
+    end = EventReceiver(tmp_path)
     try:
         for name in ("a", "b", "a"):
             body = json.dumps({"kind": "Event", "metadata": {"name": name, "namespace": "ns"}}).encode()
-            request = urllib.request.Request(end.url, body, {"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=5) as answer:
-                assert answer.status == 200
-        assert end.names() == ["a", "b", "a"]
+            post(end.url, body, "application/json")
+        wait_until(lambda: end.names() == ["a", "b", "a"], timeout=5, message=lambda: str(end.names()))
         assert set(end.received_at()) == {"a", "b"}
     finally:
         end.stop()
@@ -381,3 +379,39 @@ def test_the_export_table_says_when_kubernetes_event_exporter_was_not_run() -> N
         "| kubernetes-event-exporter | kube-apiserver | webhook | none: 5 of the 20 written while stopped"
         " never sent | 1 ms | 20 ms | 3 | 609 |"
     ) in shown
+
+
+def post(url: str, body: bytes, kind: str) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(url, body, {"Content-Type": kind})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        assert answer.status == 200
+
+
+def test_the_receiving_ends_file_gives_whole_requests_only() -> None:
+    """A request whose body is not yet wholly written is left for the next read; the offsets
+    given let the reader go on from the end of the last whole one."""
+    from bench.receiving import frames
+
+    first = b'[1.5,"application/json",2]\n{}'
+    second = b'[2.5,"application/x-protobuf",3]\n\n\x00\n'
+    assert frames(first + second[:-1]) == [(1.5, "application/json", b"{}", len(first))]
+    assert frames(first + second)[1] == (2.5, "application/x-protobuf", b"\n\x00\n", len(second))
+    assert frames(b'[3.0,"a",5]') == []
+
+
+def test_the_webhook_end_takes_each_record_of_a_batch_with_the_time_its_request_was_read(
+    tmp_path: Path,
+) -> None:
+    from bench.sinks import WebhookEnd
+
+    end = WebhookEnd(tmp_path)
+    end.start()
+    try:
+        batch = [{"dedupKey": f"u/{i}", "event": {"metadata": {"name": f"e{i}"}}} for i in range(3)]
+        post(end.target()["webhook"]["url"], json.dumps(batch).encode(), "application/json")
+        wait_until(lambda: len(end.records()) == 3, timeout=5, message=lambda: str(end.records()))
+        assert len(set(end.received_at().values())) == 1
+    finally:
+        end.stop()
