@@ -2,7 +2,7 @@
 software where the tests run one (bench/sinks.py: the OpenTelemetry Collector over OTLP/gRPC, a
 Kafka broker, Loki):
 
-    .venv/bin/python -m bench.export                 # both storages, every sink (about 10 minutes)
+    .venv/bin/python -m bench.export                 # both storages, every sink (about 20 minutes)
     .venv/bin/python -m bench.export --storage sqlite --sinks jsonLines,kafka --backlog 50000
 
 - catch-up: `--backlog` Events written while the exporter is stopped, then the records a second it
@@ -19,13 +19,12 @@ kill is a restart that lists anew):
 - the OpenTelemetry Collector's `k8sobjects` receiver (bench/k8sobjects.py, built from the Go module
   proxy), watching the same Events of its own namespace and sending them over OTLP/HTTP
   (`--no-alternative` leaves it out);
-- kubernetes-event-exporter, with `--kubernetes-event-exporter PATH` (bench/kee.py): a binary of
-  github.com/resmoio/kubernetes-event-exporter that you built. Its module is not served by the Go
-  module proxy this project reaches (403 for @latest and every version tried, 2026-11-27 and -28),
-  so the bench cannot build it. It reads only a kube-apiserver's core/v1 Events: the same Events
-  are written to the bench's own kube-apiserver (on its own etcd) as events.k8s.io/v1, each
-  stamped with the time it is written (it drops an Event whose time is 5 s old), and it posts them
-  to a webhook receiver of the bench's. Without the flag the table says it was not run.
+- kubernetes-event-exporter v1.6.1 (bench/kee.py, built from the Go module proxy at its first run;
+  `--kubernetes-event-exporter PATH` runs a binary of one's own). It reads only a kube-apiserver's
+  core/v1 Events: the same Events are written to the bench's own kube-apiserver (on its own etcd)
+  as events.k8s.io/v1, each stamped with the time it is written (it drops an Event whose time is
+  5 s old), and it posts them to the receiving process coreio-export's webhook sink meets.
+`--no-alternative` leaves both out.
 """
 
 from __future__ import annotations
@@ -42,7 +41,8 @@ from typing import Protocol
 
 from bench.k8sobjects import VERSION as K8SOBJECTS_VERSION
 from bench.k8sobjects import K8sObjectsEnd
-from bench.kee import KeeEnd
+from bench.kee import VERSION as KEE_VERSION
+from bench.kee import KeeEnd, ensure_binary
 from bench.sinks import SINKS, harness
 from bench.stats import percentile
 from tests.support.api import Api, event
@@ -59,12 +59,9 @@ from tests.support.exporter import (
 )
 from tests.support.server import ServerProcess, start_server
 
-NOT_RUN = (
-    "kubernetes-event-exporter: not run (its module is not served by the Go module proxy here; give a"
-    " binary with --kubernetes-event-exporter)"
-)
+NOT_RUN = "kubernetes-event-exporter: not run (--no-alternative)"
 KUBE_EVENTS = "events.k8s.io/v1"
-KEE = "kubernetes-event-exporter"
+KEE = f"kubernetes-event-exporter {KEE_VERSION}"
 
 
 @dataclass
@@ -338,20 +335,22 @@ def main() -> None:
         "--no-alternative",
         dest="alternative",
         action="store_false",
-        help="leave out the collector's k8sobjects receiver (built from Go modules at its first run)",
+        help="leave out the collector's k8sobjects receiver and kubernetes-event-exporter (each built"
+        " from Go modules at its first run)",
     )
     parser.add_argument(
         "--kubernetes-event-exporter",
         dest="kee",
         type=Path,
-        help="a kubernetes-event-exporter binary to measure beside it (on a kube-apiserver of its own)",
+        help="a kubernetes-event-exporter binary of one's own to measure, rather than the one built",
     )
     args = parser.parse_args()
     storages = ["sqlite", "etcd"] if args.storage == "both" else [args.storage]
+    kee = ensure_binary(args.kee) if args.alternative else None  # built before anything is timed
     with tempfile.TemporaryDirectory(prefix="coreio-bench-export-") as scratch:
         rows = [row for storage in storages for row in run(storage, args, Path(scratch))]
-        if args.kee is not None:
-            rows.append(measure_kee(args.kee, args, Path(scratch)))
+        if kee is not None:
+            rows.append(measure_kee(kee, args, Path(scratch)))
     print(table(rows))
 
 

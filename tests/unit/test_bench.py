@@ -368,16 +368,16 @@ def test_the_kubernetes_event_exporter_end_counts_each_event_posted_to_it(tmp_pa
 
 
 def test_the_export_table_says_when_kubernetes_event_exporter_was_not_run() -> None:
-    from bench.export import NOT_RUN, Row, table
+    from bench.export import KEE, NOT_RUN, Row, table
 
     ours = Row("sqlite", "webhook", 1000.0, 0.09, 0.2, 0, 0)
-    theirs = Row("kube-apiserver", "webhook", 0.0, 0.001, 0.02, 3, 609, "kubernetes-event-exporter", (5, 20))
+    theirs = Row("kube-apiserver", "webhook", 0.0, 0.001, 0.02, 3, 609, KEE, (5, 20))
     assert NOT_RUN in table([ours])
     shown = table([ours, theirs])
     assert NOT_RUN not in shown
     assert (
-        "| kubernetes-event-exporter | kube-apiserver | webhook | none: 5 of the 20 written while stopped"
-        " never sent | 1 ms | 20 ms | 3 | 609 |"
+        "| kubernetes-event-exporter v1.6.1 | kube-apiserver | webhook | none: 5 of the 20 written while"
+        " stopped never sent | 1 ms | 20 ms | 3 | 609 |"
     ) in shown
 
 
