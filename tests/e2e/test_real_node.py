@@ -45,7 +45,7 @@ VALUES = {
         "spec": {
             "storage": {"type": "sqlite"},
             "certificates": {
-                "caLifetime": "150s",
+                "caLifetime": "100s",
                 "servingLifetime": "40s",
                 "renewAtPercent": 50,
                 "caGracePeriod": "8s",
