@@ -1,8 +1,8 @@
 """The same tests against the compiled modules (issue 24): the wheels and the image carry the modules
 pyproject.toml names compiled with mypyc, while the rest of the suite runs the source tree. Here a
 copy of the tracked files gets them built in place (an extension module is imported before the
-source beside it) and the unit suite and the API's own integration tests run there, with the
-servers they start importing the same compiled modules.
+source beside it) and the unit suite and the API's own integration tests run there (on SQLite: no
+storage's module is compiled), with the servers they start importing the same compiled modules.
 
 mypyc compiles what type-checks and can still answer differently at run time: a native class takes
 no attribute it does not declare, a dataclass cannot be an exception, and a call between compiled
@@ -40,7 +40,7 @@ NOT_COMPILED = (
 
 
 def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COREIO_MYPYC": "1", "PYTHONPATH": str(cwd)}
+    env = {**os.environ, "COREIO_MYPYC": "1", "PYTHONPATH": str(cwd), "COREIO_TEST_BACKENDS": "sqlite"}
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
