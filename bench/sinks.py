@@ -247,7 +247,11 @@ class OtlpHttpEnd(Stamped):
         self._receiver.stop()
 
     def _take_request(self, at: float, kind: str, body: bytes) -> None:
-        self._take_document(_protobuf_as_json(body) if kind == PROTOBUF else json.loads(body), at)
+        try:
+            document = _protobuf_as_json(body) if kind == PROTOBUF else json.loads(body)
+        except ValueError as error:
+            raise ValueError(f"an OTLP/HTTP request of {kind!r} unread ({error}): {body[:200]!r}") from error
+        self._take_document(document, at)
 
     def _take_document(self, document: dict[str, Any], now: float) -> None:
         for record in otlp_records(document):
