@@ -79,6 +79,7 @@ class ReceivingProcess:
         self._offset = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped = threading.Event()
+        self._failed: Exception | None = None
         self._thread = threading.Thread(target=self._tail, daemon=True)
 
     @property
@@ -100,11 +101,16 @@ class ReceivingProcess:
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._failed is not None:
+            raise self._failed
         self.poll()  # what came before the end
 
     def _tail(self) -> None:
-        while not self._stopped.wait(self.interval):
-            self.poll()
+        try:
+            while not self._stopped.wait(self.interval):
+                self.poll()
+        except Exception as error:  # raised again by stop, in the bench's own thread
+            self._failed = error
 
     def poll(self) -> None:
         with self.path.open("rb") as file:
