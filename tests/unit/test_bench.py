@@ -377,7 +377,7 @@ def test_the_export_table_says_when_kubernetes_event_exporter_was_not_run() -> N
     assert NOT_RUN not in shown
     assert (
         "| kubernetes-event-exporter v1.6.1 | kube-apiserver | webhook | none: 5 of the 20 written while"
-        " stopped never sent | 1 ms | 20 ms | 3 | 609 |"
+        " stopped never sent | 1.0 ms | 20 ms | 3 | 609 |"
     ) in shown
 
 
