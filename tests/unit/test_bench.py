@@ -415,4 +415,3 @@ def test_the_webhook_end_takes_each_record_of_a_batch_with_the_time_its_request_
         assert len(set(end.received_at().values())) == 1
     finally:
         end.stop()
-
