@@ -25,8 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.receiving import ReceivingProcess
-from bench.sinks import ExporterEnd, Stamped
+from bench.sinks import ExporterEnd, ReceivedEnd
 from tests.support import gobuild
 from tests.support.server import free_port
 from tests.support.waiting import wait_until
@@ -53,28 +52,24 @@ receivers:
 """
 
 
-class EventReceiver(Stamped):
+class EventReceiver(ReceivedEnd):
     """Takes kubernetes-event-exporter's webhook POSTs (an Event's JSON each), every one kept (the
-    same Event twice is a duplicate), in a process of its own (bench/receiving.py), the end
-    coreio-export's webhook sink meets too."""
+    same Event twice is a duplicate), at the receiving process coreio-export's webhook sink meets
+    too; serving once made."""
 
     def __init__(self, directory: Path) -> None:
-        super().__init__()
-        self._receiver = ReceivingProcess(directory / "requests", self._take_request)
-        self._receiver.start()
+        super().__init__(directory)
+        super().start()
 
     @property
     def url(self) -> str:
-        return self._receiver.url
+        return self.receiver.url
 
     def names(self) -> list[str]:
         """The name of every Event received, once per receipt."""
         return [record["event"]["metadata"]["name"] for record in self.records()]
 
-    def stop(self) -> None:
-        self._receiver.stop()
-
-    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+    def take_request(self, at: float, kind: str, body: bytes) -> None:
         self.take({"event": orjson.loads(body)}, at)
 
 

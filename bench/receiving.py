@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -30,8 +29,6 @@ from tests.support.waiting import stopped, wait_until
 
 PROTOBUF = "application/x-protobuf"
 ROOT = Path(__file__).resolve().parents[1]
-
-Taker = Callable[[float, str, bytes], None]
 
 
 def handler(out: BinaryIO, kept: bool) -> type[BaseHTTPRequestHandler]:
@@ -67,20 +64,14 @@ def handler(out: BinaryIO, kept: bool) -> type[BaseHTTPRequestHandler]:
 
 
 class ReceivingProcess:
-    """The receiving end's process on a loopback port; `take(time, content type, body)` called
-    for each request, in order, from a thread tailing its file every `interval` seconds. `kept`:
-    HTTP/1.1 with kept connections, else HTTP/1.0 (a connection a request)."""
+    """The receiving end's process on a loopback port, and the reader of its file. `kept`: HTTP/1.1
+    with kept connections, else HTTP/1.0 (a connection a request)."""
 
-    interval = 0.02
-
-    def __init__(self, path: Path, take: Taker, kept: bool = True) -> None:
-        self.path, self._take, self.kept = path, take, kept
+    def __init__(self, path: Path, kept: bool = True) -> None:
+        self.path, self.kept = path, kept
         self.port = free_port()
         self._offset = 0
         self._process: subprocess.Popen[bytes] | None = None
-        self._stopped = threading.Event()
-        self._failed: Exception | None = None
-        self._thread = threading.Thread(target=self._tail, daemon=True)
 
     @property
     def url(self) -> str:
@@ -92,33 +83,20 @@ class ReceivingProcess:
         command = [sys.executable, "-m", "bench.receiving", str(self.port), str(self.path)]
         self._process = subprocess.Popen([*command, *([] if self.kept else ["--close"])], cwd=ROOT)
         wait_until(self.path.exists, timeout=30, message="the receiving end did not start")
-        self._thread.start()
 
     def stop(self) -> None:
-        if self._process is None:
-            return
         stopped(self._process)
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        if self._failed is not None:
-            raise self._failed
-        self.poll()  # what came before the end
 
-    def _tail(self) -> None:
-        try:
-            while not self._stopped.wait(self.interval):
-                self.poll()
-        except Exception as error:  # raised again by stop, in the bench's own thread
-            self._failed = error
-
-    def poll(self) -> None:
+    def read(self) -> list[tuple[float, str, bytes]]:
+        """The requests (time read, content type, body) written since the last read, in order."""
+        if self._process is None:
+            return []
         with self.path.open("rb") as file:
             file.seek(self._offset)
             chunk = file.read()
-        for at, kind, body, end in frames(chunk):
-            self._take(at, kind, body)
-            self._offset += end
+        found = frames(chunk)
+        self._offset += sum(end for *_, end in found)
+        return [(at, kind, body) for at, kind, body, _ in found]
 
 
 def frames(chunk: bytes) -> list[tuple[float, str, bytes, int]]:

@@ -147,23 +147,40 @@ class JSONLinesTail(Polling):
             self.take(orjson.loads(line), now)
 
 
-class WebhookEnd(Stamped):
-    """The webhook sink's receiving end, in a process of its own (bench/receiving.py)."""
+class ReceivedEnd(Polling):
+    """An end whose requests a receiving process (bench/receiving.py) takes, each passed to
+    `take_request` with the time that process read it."""
 
-    def __init__(self, directory: Path) -> None:
+    interval = 0.02
+
+    def __init__(self, directory: Path, kept: bool = True) -> None:
         super().__init__()
-        self.receiver = ReceivingProcess(directory / "requests", self._take_request)
+        self.receiver = ReceivingProcess(directory / "requests", kept)
+
+    def start(self) -> None:
+        self.receiver.start()
+        super().start()
+
+    def stop(self) -> None:
+        self.receiver.stop()
+        super().stop()
+        self.poll()  # what came before the end
+
+    def poll(self) -> None:
+        for at, kind, body in self.receiver.read():
+            self.take_request(at, kind, body)
+
+    def take_request(self, at: float, kind: str, body: bytes) -> None:
+        raise NotImplementedError
+
+
+class WebhookEnd(ReceivedEnd):
+    """The webhook sink's receiving end."""
 
     def target(self) -> dict[str, Any]:
         return {"webhook": {"url": self.receiver.url}}
 
-    def start(self) -> None:
-        self.receiver.start()
-
-    def stop(self) -> None:
-        self.receiver.stop()
-
-    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+    def take_request(self, at: float, kind: str, body: bytes) -> None:
         for record in records_of(kind, body):
             self.take(record, at)
 
@@ -218,7 +235,7 @@ def _field(value: Any, *keys: str) -> Any:
     return value
 
 
-class OtlpHttpEnd(Stamped):
+class OtlpHttpEnd(ReceivedEnd):
     """A receiver of OTLP/HTTP in JSON of the bench's own, in a process of its own
     (bench/receiving.py), taking coreio-export's log records and those of the collector's
     k8sobjects receiver (bench/k8sobjects.py: the watch event as the body) alike, so that both
@@ -228,14 +245,13 @@ class OtlpHttpEnd(Stamped):
     wait about 4 s a request here (not found why), which no sender meets in use."""
 
     def __init__(self, directory: Path) -> None:
-        super().__init__()
+        super().__init__(directory, kept=False)
         self.seen: list[tuple[str, str]] = []
-        self._receiver = ReceivingProcess(directory / "requests", self._take_request, kept=False)
-        self._receiver.start()
+        super().start()
 
     @property
     def url(self) -> str:
-        return self._receiver.url.rstrip("/")
+        return self.receiver.url.rstrip("/")
 
     def target(self) -> dict[str, Any]:
         return {"otlp": {"endpoint": self.url, "protocol": "http/protobuf"}}
@@ -243,10 +259,7 @@ class OtlpHttpEnd(Stamped):
     def start(self) -> None:
         return None  # serving since it was made
 
-    def stop(self) -> None:
-        self._receiver.stop()
-
-    def _take_request(self, at: float, kind: str, body: bytes) -> None:
+    def take_request(self, at: float, kind: str, body: bytes) -> None:
         try:
             document = _protobuf_as_json(body) if kind == PROTOBUF else json.loads(body)
         except ValueError as error:
