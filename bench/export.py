@@ -2,7 +2,7 @@
 software where the tests run one (bench/sinks.py: the OpenTelemetry Collector over OTLP/gRPC, a
 Kafka broker, Loki):
 
-    .venv/bin/python -m bench.export                 # both storages, every sink (about 20 minutes)
+    .venv/bin/python -m bench.export                 # both storages, every sink (about 25 minutes)
     .venv/bin/python -m bench.export --storage sqlite --sinks jsonLines,kafka --backlog 50000
 
 - catch-up: `--backlog` Events written while the exporter is stopped, then the records a second it
@@ -17,8 +17,7 @@ Beside coreio-export run the other exporters the issue names, through the same t
 keeping no position (so the catch-up column says how many of the backlog it never sent, and its
 kill is a restart that lists anew):
 - the OpenTelemetry Collector's `k8sobjects` receiver (bench/k8sobjects.py, built from the Go module
-  proxy), watching the same Events of its own namespace and sending them over OTLP/HTTP
-  (`--no-alternative` leaves it out);
+  proxy), watching the same Events of its own namespace and sending them over OTLP/HTTP;
 - kubernetes-event-exporter v1.6.1 (bench/kee.py, built from the Go module proxy at its first run;
   `--kubernetes-event-exporter PATH` runs a binary of one's own). It reads only a kube-apiserver's
   core/v1 Events: the same Events are written to the bench's own kube-apiserver (on its own etcd)
