@@ -30,6 +30,18 @@ _CHANNEL_OPTIONS = [
 ]
 
 
+class RawKV:
+    """The KV service's Range answering the response's bytes, for wire.py to read."""
+
+    def __init__(self, channel: Any) -> None:
+        # Named as the stubs name the method, for Client.call.
+        self.Range = channel.unary_unary(
+            "/etcdserverpb.KV/Range",
+            request_serializer=rpc.RangeRequest.SerializeToString,
+            response_deserializer=None,
+        )
+
+
 @dataclass
 class Connection:
     """One member's channel and the raw stubs on it."""
@@ -40,6 +52,7 @@ class Connection:
     lease: Any
     watch: Any
     maintenance: Any
+    raw_kv: RawKV
 
 
 class Client:
@@ -71,8 +84,10 @@ class Client:
                 channel = grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
             else:
                 channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-            stubs = (rpc.KVStub, rpc.LeaseStub, rpc.WatchStub, rpc.MaintenanceStub)
-            self.connections.append(Connection(target, channel, *(stub(channel) for stub in stubs)))
+            stubs = (rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
+            self.connections.append(
+                Connection(target, channel, *stubs, rpc.MaintenanceStub(channel), RawKV(channel))
+            )
 
     async def _credentials(self) -> Any:
         tls = self.ca_file or any(urlsplit(e).scheme == "https" for e in self.endpoints)

@@ -26,6 +26,7 @@ class Keys:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self.strip = len(prefix.encode())  # the bytes taken off each key etcd returns
 
     def key(self, key: str) -> bytes:
         return (self.prefix + key).encode()

@@ -10,6 +10,7 @@ from typing import Any
 from aetcd import rpc
 
 from apiserver.machinery.tasks import BackgroundTasks
+from apiserver.storage.etcd import wire
 from apiserver.storage.etcd.client import Client
 from apiserver.storage.etcd.compactor import CompactedRevision, compact_every
 from apiserver.storage.etcd.errors import LeaseNotFound, OutOfRange
@@ -116,8 +117,8 @@ class EtcdStorage:
     # -- the protocol ------------------------------------------------------------------------------
 
     async def get(self, key: str) -> KeyValue | None:
-        response = await self._client.call("kv", "Range", rpc.RangeRequest(key=self._keys.key(key)))
-        return self._keys.key_value(response.kvs[0]) if response.kvs else None
+        page = await self._range(rpc.RangeRequest(key=self._keys.key(key)))
+        return page.items[0] if page.items else None
 
     async def list(
         self,
@@ -136,13 +137,20 @@ class EtcdStorage:
             stop = self._keys.key(end)
         request = rpc.RangeRequest(key=begin, range_end=stop, limit=limit, revision=revision)
         try:
-            response = await self._client.call("kv", "Range", request)
+            page = await self._range(request)
         except OutOfRange as error:
             raise await self._revision_error(revision, str(error)) from None
-        items = [self._keys.key_value(kv) for kv in response.kvs]
         # `count` is every key in [begin, end) at that revision, regardless of the limit.
-        remaining = response.count - len(items) if response.more else 0
-        return ListResult(items, revision or response.header.revision, bool(response.more), remaining)
+        remaining = page.count - len(page.items) if page.more else 0
+        return ListResult(page.items, revision or page.revision, page.more, remaining)
+
+    async def _range(self, request: Any) -> wire.RangePage:
+        """A Range's kvs, read from the answer's bytes (wire.py)."""
+        data = await self._client.call("raw_kv", "Range", request)
+        try:
+            return wire.parse_range(data, self._keys.strip)
+        except (wire.MalformedError, UnicodeDecodeError) as error:
+            raise StorageError(f"etcd answered a Range coreio cannot read: {error}") from None
 
     async def create(self, key: str, value: bytes, *, ttl: int = 0) -> KeyValue:
         k = self._keys.key(key)
