@@ -17,13 +17,14 @@ from apiserver.auth import impersonation as impersonating
 from apiserver.auth.attributes import IMPERSONATED_KEY, USER_KEY, attributes_from_request, request_user
 from apiserver.auth.authn import AuthenticatorChain
 from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
+from apiserver.auth.requestinfo import RequestInfo
 from apiserver.http import audit as auditing
 from apiserver.http.responses import add_warnings, status_response
 from apiserver.machinery import errors, requestnotes
 from apiserver.machinery.requestnotes import RequestNotes
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.storage_errors import status_error
-from apiserver.storage.interface import StorageUnavailableError
+from apiserver.storage.interface import ReadsAhead, StorageUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,26 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     finally:
         logs.request_id.reset(token)
+
+
+def read_ahead(storage: ReadsAhead) -> Middleware:
+    """A GET of one object starts the storage's consistent read as it arrives (`reading_ahead`):
+    every such GET reads the revision, and the request's authentication and authorization then
+    run while the read is on its way. An unauthenticated GET costs the read too; concurrent reads
+    are shared (one in flight at a time), so that is bounded by what authenticated GETs cost."""
+
+    @web.middleware
+    async def start_read(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method != "GET" or not _one_object(attributes_from_request(request)):
+            return await handler(request)
+        async with storage.reading_ahead():
+            return await handler(request)
+
+    return start_read
+
+
+def _one_object(info: RequestInfo) -> bool:
+    return info.is_resource_request and info.verb == "get" and bool(info.name)
 
 
 async def echo_audit_id(request: web.BaseRequest, response: web.StreamResponse) -> None:

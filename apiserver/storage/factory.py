@@ -52,6 +52,8 @@ def open_storage(options: StorageOptions) -> tuple[Storage, str]:
         progress_interval=options.progress_interval,
         hold=options.hold,
         first_fill=options.first_fill,
+        # etcd's revision read crosses the network: a GET starts it as it arrives.
+        read_ahead=bool(options.etcd_servers),
     )
     return cached, f"{described}, watch cache on"
 

@@ -8,6 +8,7 @@ id of an append-only log row). Every write takes exactly one new revision.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -259,3 +260,14 @@ class Readiness(Protocol):
     async def wait_ready(self) -> None:
         """Returns once ready (bound it with asyncio.timeout)."""
         ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """A storage whose consistent get can have its revision read started before it is asked for:
+    the watch cache over etcd (`reads_ahead`). Within `reading_ahead()`, entered as a request
+    arrives, the request's first get waits for that read."""
+
+    reads_ahead: bool
+
+    def reading_ahead(self) -> contextlib.AbstractAsyncContextManager[None]: ...

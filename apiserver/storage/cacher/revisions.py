@@ -20,15 +20,19 @@ class SharedRevisionReads:
         self._reader: asyncio.Task[None] | None = None
 
     async def current(self) -> int:
+        # Shielded: a caller that gives up does not cancel the read the others wait for.
+        return await asyncio.shield(self.ask())
+
+    def ask(self) -> asyncio.Future[int]:
+        """The revision of the next read to start, asked for now and awaited later (shielded, as
+        `current` awaits it): the read starts at the next turns of the loop."""
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
             # Read once unwaited, an error is not reported as "never retrieved".
             self._next.add_done_callback(_retrieve)
-        waited = self._next
         if self._reader is None or self._reader.done():
             self._reader = asyncio.create_task(self._read_while_asked())
-        # Shielded: a caller that gives up does not cancel the read the others wait for.
-        return await asyncio.shield(waited)
+        return self._next
 
     async def close(self) -> None:
         """Stops reading; a caller still waiting gets CancelledError rather than waiting forever."""
