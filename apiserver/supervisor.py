@@ -42,6 +42,7 @@ from apiserver.http.workermetrics import WorkerSet
 from apiserver.machinery import eventloop
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
+from apiserver.storage import factory
 from apiserver.storage.cacher.handoff import FirstFill
 
 log = logging.getLogger("coreio")
@@ -133,6 +134,7 @@ class Workers:
         # Before forking: a signal from now on is relayed, never lost to Python's default handler.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, workers.relay)
+        factory.preload(etcd=bool(settings.etcd_servers))
         # What the supervisor made stays out of the workers' garbage collections, which would
         # otherwise write to (and so copy) every page holding it (Python's advice for forking).
         gc.freeze()

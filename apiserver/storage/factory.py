@@ -58,6 +58,15 @@ def open_storage(options: StorageOptions) -> tuple[Storage, str]:
     return cached, f"{described}, watch cache on"
 
 
+def preload(etcd: bool) -> None:
+    """The backend's modules imported before a server's workers fork, so that no worker imports
+    them on its way to its first fill (etcd's client and gRPC: about 60 ms). An import makes no
+    gRPC object and starts no thread, so forking after it is safe (gRPC's fork support asks only
+    that its objects be made after the fork)."""
+    if etcd:
+        import apiserver.storage.etcd  # noqa: F401
+
+
 def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
     if options.etcd_servers:
         # Imported here: a SQLite server does not load the etcd client.
