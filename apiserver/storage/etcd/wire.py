@@ -53,13 +53,11 @@ def _range(data: bytes, strip: int) -> RangePage:
         tag, position = _varint(data, position)
         field = tag >> 3
         if tag & 7 == _BYTES:
-            size, position = _varint(data, position)
-            stop = _within(position + size, end)
+            start, position = _span(data, position, end)
             if field == _KVS:
-                page.items.append(_key_value(data, position, stop, strip))
+                page.items.append(_key_value(data, start, position, strip))
             elif field == _HEADER:
-                page.revision = _header_revision(data, position, stop)
-            position = stop
+                page.revision = _header_revision(data, start, position)
         elif tag & 7 == _VARINT:
             number, position = _varint(data, position)
             if field == _MORE:
@@ -77,13 +75,11 @@ def _key_value(data: bytes, position: int, end: int, strip: int) -> KeyValue:
         tag, position = _varint(data, position)
         field = tag >> 3
         if tag & 7 == _BYTES:
-            size, position = _varint(data, position)
-            stop = _within(position + size, end)
+            start, position = _span(data, position, end)
             if field == _KV_KEY:
-                key = data[position + strip : stop].decode()
+                key = data[start + strip : position].decode()
             elif field == _KV_VALUE:
-                value = data[position:stop]
-            position = stop
+                value = data[start:position]
         elif tag & 7 == _VARINT:
             number, position = _varint(data, position)
             if field == _KV_MOD_REVISION:
@@ -122,6 +118,12 @@ def _varint(data: bytes, position: int) -> tuple[int, int]:
             raise MalformedError("a varint longer than ten bytes")
 
 
+def _span(data: bytes, position: int, end: int) -> tuple[int, int]:
+    """Where the bytes of a length-delimited field whose length is at `position` start and end."""
+    size, position = _varint(data, position)
+    return position, _within(position + size, end)
+
+
 def _skip(data: bytes, tag: int, position: int, end: int) -> int:
     """The position after the value of a field not read (a varint, fixed or length-delimited)."""
     wire = tag & 7
@@ -132,8 +134,7 @@ def _skip(data: bytes, tag: int, position: int, end: int) -> int:
     if wire == _FIXED32:
         return _within(position + 4, end)
     if wire == _BYTES:
-        size, position = _varint(data, position)
-        return _within(position + size, end)
+        return _span(data, position, end)[1]
     raise MalformedError(f"wire type {wire} is not one protobuf's proto3 uses")
 
 

@@ -141,6 +141,19 @@ async def test_concurrent_gets_share_one_revision_read_and_are_answered_from_the
         await store.close()
 
 
+def counted_revision_reads(backend: Storage) -> list[int]:
+    """The number of `backend.current_revision` calls from now on, in a list of one."""
+    reads = [0]
+    read = backend.current_revision
+
+    async def counted() -> int:
+        reads[0] += 1
+        return await read()
+
+    backend.current_revision = counted  # type: ignore[method-assign]
+    return reads
+
+
 @pytest.mark.etcd
 async def test_a_get_reading_ahead_waits_for_the_read_started_on_entering(etcd_endpoint: str) -> None:
     """A GET's revision read started as its request arrives: the read is under way on entering, the
@@ -151,29 +164,21 @@ async def test_a_get_reading_ahead_waits_for_the_read_started_on_entering(etcd_e
     one = CachedStorage(inner, [ROOT], progress_interval=0.2, read_ahead=True)
     other = await open_cached(EtcdStorage([etcd_endpoint], prefix=prefix, progress_interval=0.2))
     await one.start()
-    reads = 0
-    read = inner.current_revision
-
-    async def counted() -> int:
-        nonlocal reads
-        reads += 1
-        return await read()
-
-    inner.current_revision = counted  # type: ignore[method-assign]
+    reads = counted_revision_reads(inner)
     try:
         async with asyncio.timeout(10):
             await one.wait_ready()
         written = await other.create(f"{ROOT}ns/a", b"x")
-        before = reads
+        before = reads[0]
         async with one.reading_ahead():
-            assert reads == before + 1, "the read is under way on entering"
+            assert reads[0] == before + 1, "the read is under way on entering"
             got = await one.get(f"{ROOT}ns/a")
             assert got is not None and got.mod_revision == written.mod_revision
-            assert reads == before + 1, "the get waited for it"
+            assert reads[0] == before + 1, "the get waited for it"
             await one.get(f"{ROOT}ns/a")
-            assert reads == before + 2, "once only"
+            assert reads[0] == before + 2, "once only"
         await one.get(f"{ROOT}ns/a")
-        assert reads == before + 3, "not after leaving"
+        assert reads[0] == before + 3, "not after leaving"
     finally:
         await one.close()
         await other.close()
@@ -181,19 +186,11 @@ async def test_a_get_reading_ahead_waits_for_the_read_started_on_entering(etcd_e
 
 async def test_a_storage_not_reading_ahead_starts_no_read_on_entering(backend: Storage) -> None:
     store = await open_cached(backend)
-    reads = 0
-    read = backend.current_revision
-
-    async def counted() -> int:
-        nonlocal reads
-        reads += 1
-        return await read()
-
-    backend.current_revision = counted  # type: ignore[method-assign]
+    reads = counted_revision_reads(backend)
     try:
         async with store.reading_ahead():
             await asyncio.sleep(0.05)
-            assert reads == 0
+            assert reads == [0]
     finally:
         await store.close()
 
