@@ -155,6 +155,7 @@ class Watcher:
 
     url: str
     timeout_seconds: int = 3  # each stream's timeoutSeconds: the watcher resumes after it
+    sock_read: float = REQUEST_TIMEOUT + 5  # a stream silent this long is given up as hung
     state: dict[str, str] = field(default_factory=dict)  # name -> resourceVersion
     rv: str = ""
     start_rv: int = 0
@@ -163,6 +164,7 @@ class Watcher:
     relists: list[tuple[int, int]] = field(default_factory=list)
     streams: int = 0
     errors: list[str] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # when each line of a stream came (monotonic)
     go: asyncio.Event = field(default_factory=asyncio.Event)  # cleared: drop the stream, wait
     listed: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: bool = False  # for `go`, its stream dropped
@@ -187,6 +189,7 @@ class Watcher:
                 await self.stream(session, stop)
             except (aiohttp.ClientError, TimeoutError, OSError) as error:
                 self.errors.append(type(error).__name__)
+                self.arrivals.append(time.monotonic())
                 await asyncio.sleep(0.1)  # a client's pause before it retries
 
     async def stream(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
@@ -195,13 +198,14 @@ class Watcher:
             f"&resourceVersion={self.rv}"
         )
         self.streams += 1
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=REQUEST_TIMEOUT + 5)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.sock_read)
         async with session.get(self.url + query, timeout=timeout) as answer:
             if answer.status != 200:
                 self.errors.append(f"HTTP {answer.status}")
                 await asyncio.sleep(0.1)  # a client's pause before it retries
                 return
             async for line in answer.content:
+                self.arrivals.append(time.monotonic())
                 if stop.is_set() or not self.go.is_set():
                     return
                 if line.strip() and await self.apply(session, json.loads(line)):
@@ -391,8 +395,10 @@ async def test_watch_survives_the_loss_of_the_member_it_streams_from(
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
             load = Load(server.url, server.ssl_context(), chains=600, client_timeout=CLIENT_TIMEOUT)
-            # One stream for the whole test: it must never need resuming.
-            watcher = Watcher(load.url(), timeout_seconds=600)
+            # One stream for the whole test: it must never need resuming. A stream that hangs fails
+            # the catch-up below; its longest silence is printed (one CI run on a slow machine saw
+            # one of 10 s, which the default sock_read took for a hang).
+            watcher = Watcher(load.url(), timeout_seconds=600, sock_read=60)
             watching = asyncio.create_task(watcher.run(session, asyncio.Event()))
             await watcher.listed.wait()
             running = asyncio.create_task(load.run())
@@ -420,19 +426,30 @@ async def test_watch_survives_the_loss_of_the_member_it_streams_from(
     acknowledged = {int(o.resource_version): o.name for o in load.outcomes if o.acknowledged}
     after_fault = sum(1 for o in load.outcomes if o.acknowledged and o.started >= killed_at)
     killed = urllib.parse.urlsplit(cluster.client_urls[0]).netloc
+    log = server.log_file.read_text(errors="replace").splitlines()
     resumed = [
         line
-        for line in server.log_file.read_text(errors="replace").splitlines()
+        for line in log
         # The stream the watcher's events come by: the watch cache's of the resource, in every worker.
         if "etcd watch of '/registry/rbac.authorization.core.io/rolebindings/'" in line
         and f"on {killed} lost" in line
     ]
     checked = check_events(watcher, acknowledged)  # ordered, unique, no gap
+    silence, silent_at = max(
+        ((b - a, a - killed_at) for a, b in itertools.pairwise(watcher.arrivals)), default=(0.0, 0.0)
+    )
+    figures = {
+        "longest gap without an acknowledged write (s)": round(longest_gap(load.outcomes, killed_at), 3),
+        "longest silence of the watch stream (s)": round(silence, 3),
+        "it began after the kill (s)": round(silent_at, 3),
+    }
     print(
         f"\n[watch failover] writes {len(load.outcomes)}, acknowledged {len(acknowledged)}"
         f" ({after_fault} after the fault); final rv {final_rv}; watcher {json.dumps(checked)};"
-        f" resumed {resumed[:2]}"
+        f" {json.dumps(figures)}; resumed {resumed[:2]}"
     )
+    if silence > 2:  # what the server said around it, for the next look at a long silence
+        print("\n".join(line for line in log if " INFO " not in line)[-6000:])
     assert not watcher.errors, watcher.errors
     assert watcher.streams == 1 and not watcher.relists
     assert resumed, "the watch was not streaming from the killed member (or was not resumed)"
