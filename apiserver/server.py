@@ -46,9 +46,9 @@ from apiserver.registry.stored import storage_root
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.security import Security, configure_security, token_users
-from apiserver.storage.cacher.handoff import FirstFill
 from apiserver.storage.factory import StorageOptions, open_storage
 from apiserver.storage.interface import StorageError
+from apiserver.storage.pipes import WorkerPipes
 
 log = logging.getLogger("coreio")
 # Request lines up to upstream's MaxHeaderBytes (1 MiB), for long label and field selectors.
@@ -301,11 +301,11 @@ async def serve_on(
     reached: Endpoint,
     signals: Signals,
     workers: WorkerSet | None = None,
-    first_fill: FirstFill | None = None,
+    pipes: WorkerPipes | None = None,
 ) -> None:
     """Serves on the listening socket `sock` until `signals` say stop: the whole life of the
-    server, or of one of its `workers` (the first of which logs where it serves; `first_fill`: this
-    worker's part in filling the watch caches once for all). A worker but the first accepts on the
+    server, or of one of its `workers` (the first of which logs where it serves; `pipes`: this
+    worker's ends of the pipes its storage shares with the others). A worker but the first accepts on the
     socket the workers share only once it is ready, so that no connection meets it unready."""
     announce = workers is None or workers.index == 0
     # Its count goes to the other workers from the start: as not accepting, until it does.
@@ -314,7 +314,7 @@ async def serve_on(
     try:
         serving = serving_certificate(reached, security.trusted_cas)
         await check_storage(storage_options(settings))
-        started = await start(settings, kinds, security, workers, first_fill)
+        started = await start(settings, kinds, security, workers, pipes)
     except BaseException:
         await security.close()
         raise
@@ -443,12 +443,14 @@ async def start(
     kinds: Sequence[ResourceKind],
     security: Security,
     workers: WorkerSet | None = None,
-    first_fill: FirstFill | None = None,
+    pipes: WorkerPipes | None = None,
 ) -> Started:
     """The application set up (storage started, authorization's background work running), not
     yet listening."""
     admission = admission_source(security, settings)
-    options = dataclasses.replace(storage_options(settings, kinds), first_fill=first_fill)
+    options = storage_options(settings, kinds)
+    if pipes is not None:
+        options = dataclasses.replace(options, first_fill=pipes.first_fill, doorbell=pipes.doorbell)
     storage, described = open_storage(options)
     configure_audit(settings)
     app = build_app(

@@ -43,7 +43,7 @@ from apiserver.machinery import eventloop
 from apiserver.resources import KINDS
 from apiserver.resources.base import ResourceKind
 from apiserver.storage import factory
-from apiserver.storage.cacher.handoff import FirstFill
+from apiserver.storage.pipes import WorkerPipes
 
 log = logging.getLogger("coreio")
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
@@ -128,8 +128,9 @@ class Workers:
         """Forks `where.count` workers, accepting on the `shared` socket."""
         errors_read, errors_write = os.pipe()
         lifeline_read, lifeline_write = os.pipe()
-        # On etcd only: SQLite is a local file each worker reads faster on its own, at once.
-        fills = FirstFill.pipes(where.count) if settings.watch_cache and settings.etcd_servers else []
+        ends = WorkerPipes.open(
+            where.count, etcd=bool(settings.etcd_servers), watch_cache=settings.watch_cache
+        )
         workers = cls({}, errors_read, lifeline_write)
         # Before forking: a signal from now on is relayed, never lost to Python's default handler.
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -143,9 +144,7 @@ class Workers:
             if pid == 0:
                 os.close(errors_read)
                 os.close(lifeline_write)
-                fill = fills[index] if fills else None
-                if fill is not None:
-                    FirstFill.close_others(fills, fill)
+                WorkerPipes.close_others(ends, ends[index])
                 worker = dataclasses.replace(where, index=index)
                 _work(
                     worker,
@@ -154,12 +153,12 @@ class Workers:
                     shared,
                     reached,
                     (lifeline_read, errors_write),
-                    fill,
+                    ends[index],
                 )
             workers.pids[pid] = index
         os.close(errors_write)
         os.close(lifeline_read)
-        FirstFill.close_others(fills, FirstFill())
+        WorkerPipes.close_others(ends, WorkerPipes())
         return workers
 
     def relay(self, signum: int, _frame: FrameType | None) -> None:
@@ -261,7 +260,7 @@ def _work(
     sock: socket.socket,
     reached: server.Endpoint,
     pipes: tuple[int, int],
-    fill: FirstFill | None,
+    storage_pipes: WorkerPipes,
 ) -> NoReturn:
     """A forked worker's whole life; it never returns into the supervisor's stack. `pipes`: the
     lifeline's end and where start errors are written."""
@@ -274,7 +273,7 @@ def _work(
         _die_with_the_supervisor()
         faulthandler.enable()  # SIGABRT from the watchdog: every thread's stack on stderr
         logs.configure(settings.log_format, worker=workers.index)
-        eventloop.run(_serve(workers, settings, kinds, sock, reached, lifeline, fill))
+        eventloop.run(_serve(workers, settings, kinds, sock, reached, lifeline, storage_pipes))
     except server.StartError as exc:
         os.write(errors, f"{exc}\n".encode())
         code = 1
@@ -293,7 +292,7 @@ async def _serve(
     sock: socket.socket,
     reached: server.Endpoint,
     lifeline: int,
-    fill: FirstFill | None,
+    storage_pipes: WorkerPipes,
 ) -> None:
     signals = server.Signals(lifeline)
-    await server.serve_on(settings, kinds, sock, reached, signals, workers, fill)
+    await server.serve_on(settings, kinds, sock, reached, signals, workers, storage_pipes)

@@ -13,6 +13,7 @@ from apiserver.storage.cacher import CachedStorage
 from apiserver.storage.cacher.handoff import FirstFill
 from apiserver.storage.holds import HistoryHold
 from apiserver.storage.interface import Storage
+from apiserver.storage.sqlite.doorbell import Doorbell
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class StorageOptions:
     hold: HistoryHold = field(default_factory=HistoryHold)
     # This worker's part in the first fill of the caches of a server of several (handoff.py).
     first_fill: FirstFill | None = None
+    # The pipes a server's workers ring each other by after a SQLite commit (sqlite/doorbell.py).
+    doorbell: Doorbell | None = None
 
 
 def open_storage(options: StorageOptions) -> tuple[Storage, str]:
@@ -91,5 +94,6 @@ def _open_backend(options: StorageOptions) -> tuple[Storage, str]:
         progress_interval=options.progress_interval,
         shared=options.sqlite_shared,
         hold=options.hold,
+        doorbell=options.doorbell,
     )
     return storage, f"sqlite {options.sqlite_path}"

@@ -222,6 +222,41 @@ async def test_every_worker_reads_and_watches_the_writes_of_every_other(
     assert sum(creates.values()) == WRITES
 
 
+async def test_a_watch_on_one_worker_sees_anothers_writes_at_once(workers_server: ServerProcess) -> None:
+    """On SQLite the writing worker rings the others after its commit (storage/sqlite/doorbell.py);
+    they poll the log only every second besides, so a watch that heard of writes by polling alone
+    would see them about half a second late."""
+    server = workers_server
+    base = f"{server.url}{EV_PATH}/namespaces/{NAMESPACE}/events"
+    await _every_worker_accepting(server, f"{base}/absent")
+    async with fresh_session(server) as session, session.get(base) as listed:
+        rv = (await listed.json())["metadata"]["resourceVersion"]
+    names = [f"late-{i:02d}" for i in range(20)]
+    arrived: dict[str, float] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        watching, writing = await _on_two_workers(server, f"{base}/absent", stack)
+        stream = await stack.enter_async_context(watching.get(f"{base}?watch=1&resourceVersion={rv}"))
+        assert stream.status == 200
+
+        async def read() -> None:
+            async for line in stream.content:
+                arrived[json.loads(line)["object"]["metadata"]["name"]] = time.monotonic()
+                if len(arrived) == len(names):
+                    return
+
+        reading = asyncio.create_task(read())
+        answered: dict[str, float] = {}
+        for name in names:
+            async with writing.post(base, json=event(name)) as created:
+                assert created.status == 201, await created.text()
+            answered[name] = time.monotonic()
+            await asyncio.sleep(0.05)  # spread out, as a poll's phase would be
+        await asyncio.wait_for(reading, timeout=30)
+    late = sorted(arrived[name] - answered[name] for name in names)
+    assert list(arrived) == names
+    assert late[len(late) // 2] < 0.1, f"seconds from each 201 to its event on the other worker: {late}"
+
+
 def test_on_etcd_only_the_first_worker_lists_the_storage_as_the_caches_fill(
     workers_server: ServerProcess,
 ) -> None:

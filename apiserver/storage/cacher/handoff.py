@@ -66,19 +66,15 @@ class FirstFill:
     @classmethod
     def pipes(cls, workers: int) -> list[FirstFill]:
         """One pipe from the first of `workers` to each other worker (opened before they fork; each
-        worker closes the ends that are not its own with `close_others`)."""
+        worker closes the ends that are not its own: storage/pipes.py)."""
         pairs = [os.pipe() for _ in range(workers - 1)]
         for _, write in pairs:
             _widen(write)
         first = cls(send_to=tuple(write for _, write in pairs))
         return [first, *(cls(take_from=read) for read, _ in pairs)]
 
-    @staticmethod
-    def close_others(everyone: Sequence[FirstFill], own: FirstFill) -> None:
-        for fill in everyone:
-            for fd in (*fill.send_to, *([] if fill.take_from is None else [fill.take_from])):
-                if fd not in own.send_to and fd != own.take_from:
-                    os.close(fd)
+    def fds(self) -> tuple[int, ...]:
+        return (*self.send_to, *([] if self.take_from is None else [self.take_from]))
 
 
 def _widen(fd: int) -> None:

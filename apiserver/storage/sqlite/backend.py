@@ -35,6 +35,7 @@ from apiserver.storage.interface import (
     WatchEvent,
     WatchOverflowError,
 )
+from apiserver.storage.sqlite.doorbell import Doorbell
 from apiserver.storage.sqlite.log import CHANGES_BATCH, RevisionLog, Write, expiry
 
 __all__ = ["SQLiteStorage", "WatchOverflowError"]
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Most writes committed in one transaction.
 WRITE_BATCH = 256
+# Seconds between reads of the log for the other workers' changes when they ring after each commit:
+# a ring missed (a bug) costs a late event, never a lost one.
+RUNG_POLL_INTERVAL = 1.0
 # Spelled out here: inside the class, `list` names the read method.
 Outcomes = list[Any]
 Waiting = list[asyncio.Future[Any]]
@@ -57,7 +61,8 @@ class SQLiteStorage:
     expired keys are deleted, `progress_interval` how long an idle watch waits before a PROGRESS
     event, `watch_buffer` how many undelivered events a watch may hold before it fails. `shared`:
     other processes write to the file too; their changes are polled every `poll_interval` seconds
-    (this process's own at once).
+    (this process's own at once), and at once when they ring `doorbell` (the server's other
+    workers), then polled only every RUNG_POLL_INTERVAL.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class SQLiteStorage:
         shared: bool = False,
         poll_interval: float = 0.02,
         hold: HistoryHold | None = None,
+        doorbell: Doorbell | None = None,
     ) -> None:
         self.path = path
         self.hold = hold or HistoryHold()
@@ -78,7 +84,8 @@ class SQLiteStorage:
         self.sweep_interval = sweep_interval
         self.progress_interval = progress_interval
         self.watch_buffer = watch_buffer
-        self.poll_interval = poll_interval
+        self.poll_interval = poll_interval if doorbell is None else RUNG_POLL_INTERVAL
+        self.doorbell = doorbell if shared else None
         self._log = RevisionLog(path, shared=shared)
         # Writes waiting for the next batch, and the batch being committed.
         self._queued: list[tuple[Write[Any], asyncio.Future[Any]]] = []
@@ -99,11 +106,15 @@ class SQLiteStorage:
         self._broadcaster.published = self._log.committed
         self._tasks.start(self._sweep_loop(), name="sqlite-ttl-sweeper")
         if self._log.shared:
+            if self.doorbell is not None:
+                self.doorbell.listen(self._loop, self._polled.set)
             self._tasks.start(self._poll_loop(), name="sqlite-log-poller")
         if self.compaction_interval > 0:
             self._tasks.start(self._compaction_loop(), name="sqlite-compactor")
 
     async def close(self) -> None:
+        if self.doorbell is not None and self._loop is not None:
+            self.doorbell.stop(self._loop)
         await self._tasks.stop()
         self._broadcaster.fail_all(StorageUnavailableError("storage closed"))
         if self._executor is not None:
@@ -218,6 +229,8 @@ class SQLiteStorage:
         if changes and self._loop is not None and self._log.shared:
             # The poller publishes, so that the other processes' changes keep their place in line.
             self._loop.call_soon_threadsafe(self._polled.set)
+            if self.doorbell is not None:
+                self.doorbell.ring()
         elif changes and self._loop is not None:
             # Queued from this one thread, so watchers see changes in commit order, and before
             # the writers' own awaits return.
