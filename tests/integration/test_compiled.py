@@ -1,9 +1,9 @@
 """The same tests against the compiled modules (issue 24): the wheels and the image carry the modules
 pyproject.toml names compiled with mypyc, while the rest of the suite runs the source tree. Here a
-copy of the tracked files gets them built in place (an extension module is imported before the
-source beside it) and the unit suite and the API's own integration tests run there (on SQLite: the
-one storage module compiled, etcd's wire.py, is proven by its unit test against protobuf's own
-parse), with the servers they start importing the same compiled modules.
+copy of the tracked files gets the wheel's beside their sources (an extension module is imported
+before the source beside it) and the unit suite and the API's own integration tests run there (on
+SQLite: the one storage module compiled, etcd's wire.py, is proven by its unit test against
+protobuf's own parse), with the servers they start importing the same compiled modules.
 
 mypyc compiles what type-checks and can still answer differently at run time: a native class takes
 no attribute it does not declare, a dataclass cannot be an exception, and a call between compiled
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -46,11 +47,16 @@ def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def compiled_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the tracked files with the compiled modules built beside their sources."""
+def compiled_tree(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tracked files with the wheel's compiled modules (conftest.py builds it once a
+    run, for test_wheel.py too) beside their sources, where a build in place would put them."""
     tree = tracked_copy(tmp_path_factory.mktemp("compiled"))
-    built = _run([sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"], tree, timeout=600)
-    assert built.returncode == 0, built.stderr[-4000:]
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        extensions = [name for name in archive.namelist() if name.endswith(".so")]
+        assert extensions, archive.namelist()
+        for name in extensions:
+            archive.extract(name, tree)
     return tree
 
 

@@ -1,8 +1,8 @@
-"""What users install (issue 21, part 1): the wheel and sdist built from this tree, the wheel installed
-into a fresh virtualenv outside the checkout, and the README's start command run as written in a
-copy of the tracked files. The rest of the suite runs the source tree (an editable install), which
-hides a package missing from the wheel: three were, and `pip install .` gave a server that could
-not start (`No module named 'apiserver.admission'`).
+"""What users install (issue 21, part 1): the wheel and sdist built from this tree (conftest.py),
+the wheel installed into a fresh virtualenv outside the checkout, and the README's start command run
+as written in a copy of the tracked files. The rest of the suite runs the source tree (an editable
+install), which hides a package missing from the wheel: three were, and `pip install .` gave a server
+that could not start (`No module named 'apiserver.admission'`).
 
 Needs PyPI (the build's setuptools and the wheel's dependencies, through pip's cache)."""
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.source_tree import MODULE_FILES, compiled_modules, tracked_copy
+from tests.support.source_tree import MODULE_FILES, compiled_modules
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,21 +57,6 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeou
     )
     assert done.returncode == 0, f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tracked_copy(tmp_path_factory.mktemp("source"))
-
-
-@pytest.fixture(scope="module")
-def dist(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist, and the wheel built from it with the hot modules compiled (as CI and the image build
-    it: COREIO_MYPYC=1 fails the build rather than fall back)."""
-    out = tmp_path_factory.mktemp("dist")
-    env = {**os.environ, "COREIO_MYPYC": "1"}
-    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source, cwd=source, env=env)
-    return out
 
 
 @pytest.fixture(scope="module")
