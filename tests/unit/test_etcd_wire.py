@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from aetcd import rpc
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from apiserver.storage.etcd.keys import Keys
@@ -16,9 +16,6 @@ from apiserver.storage.etcd.wire import MalformedError, RangePage, parse_range
 PREFIX = "/coreio-é"  # a prefix of more bytes than characters
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 REVISION = st.integers(min_value=0, max_value=2**63 - 1)
-# The first key drawn makes Hypothesis build its table of Unicode characters, over a second on a busy
-# machine in a fresh checkout (it is cached in .hypothesis/ from then on): not a slow strategy.
-FIRST_DRAW_BUILDS_A_TABLE = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
 
 @st.composite
@@ -51,7 +48,6 @@ def as_protobuf_reads_it(data: bytes) -> RangePage:
     return RangePage(items, response.header.revision, response.more, response.count)
 
 
-@FIRST_DRAW_BUILDS_A_TABLE
 @given(responses())
 def test_a_response_reads_as_protobuf_reads_it(response: Any) -> None:
     data = response.SerializeToString()
@@ -70,7 +66,6 @@ def unknown_fields() -> bytes:
     )
 
 
-@FIRST_DRAW_BUILDS_A_TABLE
 @given(responses())
 def test_fields_it_does_not_read_are_skipped_wherever_they_come(response: Any) -> None:
     for kv in response.kvs:  # unknown fields inside each kv, after its own
@@ -79,7 +74,6 @@ def test_fields_it_does_not_read_are_skipped_wherever_they_come(response: Any) -
     assert parse_range(data, len(PREFIX.encode())) == as_protobuf_reads_it(data)
 
 
-@FIRST_DRAW_BUILDS_A_TABLE
 @given(responses(), st.data())
 def test_cut_short_it_reads_whole_fields_or_fails_as_malformed(response: Any, data: st.DataObject) -> None:
     whole = response.SerializeToString()
