@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from apiserver.auth.attributes import non_resource_attributes, resource_attributes
 from apiserver.auth.authz import Authorizer
 from apiserver.auth.requestinfo import RequestInfo
-from apiserver.cel.library import authz
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
+
+if TYPE_CHECKING:
+    from apiserver.cel.library import authz
 
 T = TypeVar("T")
 # How long one check may take (a SubjectAccessReview to the cluster included).
@@ -50,6 +52,8 @@ def _attributes(attributes: JSON) -> RequestInfo:
 
 
 def _checker(authorizer: Authorizer, loop: asyncio.AbstractEventLoop) -> authz.Checker:
+    from apiserver.cel.library.authz import ALLOW  # the engine's: loaded with CEL (apiserver/cel)
+
     asked: dict[str, tuple[str, str, str]] = {}
 
     def check(user: JSON, attributes: JSON) -> tuple[str, str, str]:
@@ -63,7 +67,7 @@ def _checker(authorizer: Authorizer, loop: asyncio.AbstractEventLoop) -> authz.C
             except Exception as exc:  # the authorizer's failure is the check's error, as upstream's
                 asked[key] = ("NoOpinion", "", str(exc) or type(exc).__name__)
             else:
-                asked[key] = (authz.ALLOW if decision.allowed else "NoOpinion", decision.reason, "")
+                asked[key] = (ALLOW if decision.allowed else "NoOpinion", decision.reason, "")
         return asked[key]
 
     return check
@@ -73,10 +77,12 @@ async def checked(step: Callable[[], T], authorizer: Authorizer | None) -> T:
     """`step()` in a worker thread, its `authorizer` checks answered by `authorizer`."""
     if authorizer is None:
         return step()
+    from apiserver.cel.library.authz import checking
+
     checker = _checker(authorizer, asyncio.get_running_loop())
 
     def run() -> T:
-        with authz.checking(checker):
+        with checking(checker):
             return step()
 
     return await asyncio.to_thread(run)

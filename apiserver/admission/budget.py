@@ -9,7 +9,10 @@ it runs out exactly where upstream's does while the common case costs nothing mo
 
 from __future__ import annotations
 
-from apiserver.cel import Costed
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apiserver.cel import Costed
 
 # celconfig.RuntimeCELCostBudget: a policy's validations, messages and variables together, and
 # separately its audit annotations.

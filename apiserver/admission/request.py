@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.cel.library import authz
 from apiserver.machinery.options import DeleteOptions, WriteOptions
 from apiserver.machinery.types import JSON
 from apiserver.machinery.user import UserInfo
@@ -153,6 +152,8 @@ def request_object(request: AdmissionRequest, uid: str = "") -> JSON:
 def cel_activation(request: AdmissionRequest, namespace: JSON | None = None) -> dict[str, Any]:
     """The variables admission's CEL expressions read about the request (all but `params` and
     `variables`): the objects, `request`, `namespaceObject`, and the `authorizer` for its user."""
+    from apiserver.cel.library import authz  # the engine's: loaded with CEL (apiserver/cel)
+
     user = request.user.as_json() if request.user is not None else {}
     return {
         "object": request.obj,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apiserver.admission.budget import Budget
-from apiserver.cel import Bindings, CompileError, Costed, EvaluationError, Program, compile_expression
+from apiserver.cel.errors import CompileError, EvaluationError
 from apiserver.machinery.types import JSON
+
+if TYPE_CHECKING:
+    from apiserver.cel import Bindings, Costed, Program
 
 # What every expression of a policy may name (upstream's admission CEL environment). Upstream
 # declares `authorizer` for validations, variables and matchConditions only; here messages and
@@ -49,6 +52,9 @@ class Expression:
     @classmethod
     def compile(cls, source: str, returns: tuple[str, ...] = ()) -> Expression:
         """`returns`: the types the expression may have (dyn always may), as upstream checks."""
+        # The engine loads with the first expression compiled (apiserver/cel/__init__.py).
+        from apiserver.cel.program import compile_expression
+
         try:
             program = compile_expression(source, VARIABLES)
         except CompileError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apiserver.admission.budget import RUNTIME_BUDGET, Budget, OutOfBudget
 from apiserver.admission.conditions import conditions_hold
@@ -19,8 +19,10 @@ from apiserver.admission.policy.compiled import (
     ExpressionError,
     Validation,
 )
-from apiserver.cel import Bindings, Costed
 from apiserver.machinery.errors import aggregate_message
+
+if TYPE_CHECKING:
+    from apiserver.cel import Costed
 
 ADMIT = "Admit"
 DENY = "Deny"
@@ -61,6 +63,8 @@ class Evaluation:
     messageExpressions spend from another; audit annotations from a third."""
 
     def __init__(self, policy: CompiledPolicy, activation: Mapping[str, Any]) -> None:
+        from apiserver.cel.program import Bindings  # loaded with the first expression compiled
+
         self.policy = policy
         self.failed_variables: dict[str, str] = {}
         self._variable_costs: dict[str, Costed] = {}

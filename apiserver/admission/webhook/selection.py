@@ -14,7 +14,6 @@ from apiserver.admission.policy.compiled import VARIABLES
 from apiserver.admission.request import AdmissionRequest, cel_activation
 from apiserver.admission.webhook.configuration import FAIL, Webhook
 from apiserver.auth.authz import Authorizer
-from apiserver.cel import Bindings
 from apiserver.machinery import errors
 from apiserver.machinery.errors import GroupResource, StatusError
 
@@ -35,6 +34,8 @@ async def _conditions_match(hook: Webhook, request: AdmissionRequest, authorizer
     activation = {**cel_activation(request), "params": None}
 
     def judge() -> tuple[bool, list[str]]:
+        from apiserver.cel.program import Bindings  # loaded with the first expression compiled
+
         # Bound in the thread that evaluates (the engine's values belong to the thread's arena).
         bindings = Bindings(VARIABLES, activation)
         return conditions_hold(hook.conditions, lambda expression, budget: expression.run(bindings, budget))
