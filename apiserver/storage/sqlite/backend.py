@@ -84,8 +84,8 @@ class SQLiteStorage:
         self.sweep_interval = sweep_interval
         self.progress_interval = progress_interval
         self.watch_buffer = watch_buffer
-        self.poll_interval = poll_interval if doorbell is None else RUNG_POLL_INTERVAL
         self.doorbell = doorbell if shared else None
+        self.poll_interval = poll_interval if self.doorbell is None else RUNG_POLL_INTERVAL
         self._log = RevisionLog(path, shared=shared)
         # Writes waiting for the next batch, and the batch being committed.
         self._queued: list[tuple[Write[Any], asyncio.Future[Any]]] = []
