@@ -28,19 +28,39 @@ RUN pip --python /opt/coreio/bin/python install --no-cache-dir --only-binary=:al
 # the venv alone. The published image has Python's headers; a base on Debian's python3 needs its -dev.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev curl \
     && headers="$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
     && if [ ! -f "$headers/Python.h" ]; then apt-get install -y --no-install-recommends python3-dev; fi \
     && rm -rf /var/lib/apt/lists/*
+
+# Rust for etcd's client extension (native/etcd_rpc), in this stage only: rustup's installer, checked
+# against its published digest, installs the pinned toolchain's minimal profile.
+ARG RUSTUP_VERSION=1.28.2
+ARG RUST_VERSION=1.95.0
+ENV RUSTUP_HOME=/opt/rust CARGO_HOME=/opt/rust PATH=/opt/rust/bin:${PATH}
+RUN case "$(uname -m)" in \
+        x86_64) digest=20a06e644b0d9bd2fbdbfd52d42540bdde820ea7df86e92e533c073da0cdd43c ;; \
+        aarch64) digest=e3853c5a252fca15252d07cb23a1bdd9377a8c6f3efa01531109281ae47f841c ;; \
+        *) echo "no Rust installer pinned for $(uname -m)" >&2; exit 1 ;; \
+    esac \
+    && curl --proto '=https' --tlsv1.2 -sSfo /tmp/rustup-init \
+        "https://static.rust-lang.org/rustup/archive/${RUSTUP_VERSION}/$(uname -m)-unknown-linux-gnu/rustup-init" \
+    && echo "${digest}  /tmp/rustup-init" > /tmp/rustup-init.sha256 \
+    && sha256sum -c /tmp/rustup-init.sha256 \
+    && chmod +x /tmp/rustup-init \
+    && /tmp/rustup-init -y -q --no-modify-path --profile minimal --default-toolchain "${RUST_VERSION}" \
+    && rm /tmp/rustup-init /tmp/rustup-init.sha256
 
 COPY pyproject.toml setup.py README.md ./
 COPY apiserver apiserver
 COPY apiserver_operator apiserver_operator
 COPY kubectl_coreio kubectl_coreio
 COPY coreio_export coreio_export
-# COREIO_MYPYC=1: the build fails rather than ship the pure-Python fallback.
-RUN COREIO_MYPYC=1 pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
+COPY native native
+# COREIO_MYPYC=1 and COREIO_NATIVE=1: the build fails rather than ship the pure-Python fallback.
+RUN COREIO_MYPYC=1 COREIO_NATIVE=1 pip --python /opt/coreio/bin/python install --no-cache-dir --no-deps . \
     && /opt/coreio/bin/python -I -c "import apiserver.apply.structure as m; assert m.__file__.endswith('.so')" \
+    && /opt/coreio/bin/python -I -c "from apiserver.storage.etcd import native; assert native.available()" \
     && /opt/coreio/bin/coreio-apiserver --help > /dev/null \
     && /opt/coreio/bin/coreio-operator --help > /dev/null \
     && /opt/coreio/bin/kubectl-coreio --help > /dev/null \

@@ -1,10 +1,13 @@
 """The build: every module stays Python source, and the hot ones are also compiled with mypyc (as mypy
-and black ship themselves) where a C compiler and Python's headers are present (issue 24).
+and black ship themselves) where a C compiler and Python's headers are present (issue 24). etcd's
+unary calls also get a Rust extension (native/etcd_rpc, built with setuptools-rust) where cargo is
+present; without it they go through grpcio.
 
 COREIO_MYPYC chooses: `auto` (the default) compiles when it can and falls back to the pure-Python
 modules, with one line saying why, when it cannot; `1` requires the compile (the image and CI's
 wheels); `0` never compiles. Editable installs stay pure unless COREIO_MYPYC=1, so that an edit to a
-source file takes effect (a compiled module would shadow it)."""
+source file takes effect (a compiled module would shadow it). COREIO_NATIVE chooses the same way
+for the Rust extension (`scripts/test` builds it in place with `build_rust --inplace`)."""
 
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ MYPY_FLAGS = (
 )
 
 CHOICE = os.environ.get("COREIO_MYPYC", "auto").strip().lower()
+NATIVE = os.environ.get("COREIO_NATIVE", "auto").strip().lower()
+# The Rust extension: its module and its crate.
+RUST_MODULE, RUST_CRATE = "apiserver.storage.etcd._rpc", "native/etcd_rpc/Cargo.toml"
 
 
 def _say(line: str) -> None:
@@ -50,16 +56,16 @@ def _why_not_compiled() -> str | None:
     return None
 
 
-def _building_binaries() -> bool:
+def _building_binaries(choice: str) -> bool:
     """Whether this run builds a wheel or extensions (metadata and sdists need no compile)."""
     commands = set(sys.argv[1:])
     if "editable_wheel" in commands:
-        return CHOICE == "1"
-    return bool(commands & {"bdist_wheel", "build", "build_ext", "install"})
+        return choice == "1"
+    return bool(commands & {"bdist_wheel", "build", "build_ext", "build_rust", "install"})
 
 
 def _compiled_extensions() -> list[Any]:
-    if CHOICE == "0" or not _building_binaries():
+    if CHOICE == "0" or not _building_binaries(CHOICE) or "build_rust" in sys.argv:
         return []
     missing = _why_not_compiled()
     if missing is not None:
@@ -78,6 +84,30 @@ def _compiled_extensions() -> list[Any]:
         return []
 
 
+def _rust_extensions() -> list[Any]:
+    if NATIVE == "0" or not _building_binaries(NATIVE):
+        return []
+    if shutil.which("cargo") is None:
+        if NATIVE == "1":
+            raise SystemExit("coreio build: COREIO_NATIVE=1 but no cargo (Rust) on PATH")
+        _say("no cargo (Rust): etcd's calls go through grpcio")
+        return []
+    from setuptools_rust import Binding, RustExtension
+
+    # optional: under `auto`, a failed cargo build leaves grpcio doing the calls (setuptools-rust
+    # says why); --locked: the crates Cargo.lock pins, or no build.
+    return [
+        RustExtension(
+            RUST_MODULE,
+            path=RUST_CRATE,
+            binding=Binding.PyO3,
+            py_limited_api=True,
+            optional=NATIVE != "1",
+            args=["--locked"],
+        )
+    ]
+
+
 class OptionalBuildExt(build_ext):
     """The compiled modules when they build; the pure-Python ones, with one line, when they do not."""
 
@@ -90,4 +120,8 @@ class OptionalBuildExt(build_ext):
             _say(f"the compile failed ({exc}): the pure-Python modules are installed")
 
 
-setup(ext_modules=_compiled_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+setup(
+    ext_modules=_compiled_extensions(),
+    rust_extensions=_rust_extensions(),
+    cmdclass={"build_ext": OptionalBuildExt},
+)

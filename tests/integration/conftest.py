@@ -21,14 +21,15 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def dist(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist, and the wheel built from it with the hot modules compiled (as CI and the image build
-    it: COREIO_MYPYC=1 fails the build rather than fall back)."""
+    """The sdist, and the wheel built from it with the hot modules compiled and etcd's Rust extension
+    (as CI and the image build it: COREIO_MYPYC=1 and COREIO_NATIVE=1 fail the build rather than
+    fall back)."""
     out = tmp_path_factory.mktemp("dist")
     command = [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(source)]
     built = subprocess.run(
         command,
         cwd=source,
-        env={**os.environ, "COREIO_MYPYC": "1"},
+        env={**os.environ, "COREIO_MYPYC": "1", "COREIO_NATIVE": "1"},
         capture_output=True,
         text=True,
         timeout=600,

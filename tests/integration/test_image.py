@@ -16,7 +16,7 @@ import pytest
 
 from apiserver import pki
 from tests.support import image
-from tests.support.source_tree import MODULE_FILES, compiled_modules
+from tests.support.source_tree import MODULE_FILES, RUST_MODULES, compiled_modules
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.image
@@ -66,14 +66,15 @@ def test_each_entry_point_answers(built: tuple[str, str], entrypoint: str) -> No
 
 
 def test_the_hot_modules_are_compiled_and_no_compiler_is_left(built: tuple[str, str]) -> None:
-    """The image runs the modules pyproject.toml names as mypyc's extensions; the compiler that built
-    them stayed in the builder stage."""
+    """The image runs the modules pyproject.toml names as mypyc's extensions, and etcd's Rust
+    extension; the compilers that built them stayed in the builder stage."""
     client, tag = built
-    modules = compiled_modules()
+    modules = [*compiled_modules(), *RUST_MODULES]
     answer = _docker(client, "run", *POD, "--entrypoint=python", tag, "-c", MODULE_FILES, *modules)
     files = answer.stdout.split()
     assert len(files) == len(modules) and all(f.endswith(".so") for f in files), answer.stderr[-2000:]
-    compilers = _docker(client, "run", *POD, "--entrypoint=sh", tag, "-c", "command -v gcc cc || true")
+    look = "command -v gcc cc cargo rustc || ls /opt/rust 2>/dev/null || true"
+    compilers = _docker(client, "run", *POD, "--entrypoint=sh", tag, "-c", look)
     assert compilers.stdout.strip() == ""
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.source_tree import MODULE_FILES, compiled_modules
+from tests.support.source_tree import MODULE_FILES, RUST_MODULES, compiled_modules
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,13 +42,14 @@ def _tree_packages() -> set[str]:
 
 
 def _tree_modules() -> set[str]:
-    """Every module of the source tree but the packages themselves and `__main__`s, dotted."""
+    """Every module of the source tree but the packages themselves and `__main__`s, dotted, and the
+    Rust extensions."""
     found = set()
     for module in ROOT.glob("*/**/*.py"):
         parts = module.relative_to(ROOT).with_suffix("").parts
         if parts[0] in PACKAGES and parts[-1] != "__main__":
             found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return found - set(PACKAGES)
+    return (found | set(RUST_MODULES)) - set(PACKAGES)
 
 
 def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> str:
@@ -106,8 +107,8 @@ def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path
 def test_the_wheel_carries_the_compiled_modules_and_loads_them(
     dist: Path, installed: Path, tmp_path: Path
 ) -> None:
-    """Each module pyproject.toml names is in the wheel as an extension beside its source, and the
-    installed server imports the extension."""
+    """Each module pyproject.toml names is in the wheel as an extension beside its source, and so is
+    etcd's Rust extension; the installed server imports them."""
     (wheel,) = dist.glob("*.whl")
     assert f"-cp3{sys.version_info.minor}-" in wheel.name, wheel.name
     names = zipfile.ZipFile(wheel).namelist()
@@ -115,14 +116,20 @@ def test_the_wheel_carries_the_compiled_modules_and_loads_them(
         stem = module.replace(".", "/")
         assert f"{stem}.py" in names, module
         assert any(n.startswith(f"{stem}.cpython-") and n.endswith(".so") for n in names), module
-    loaded = _run(installed / "python", "-c", MODULE_FILES, *compiled_modules(), cwd=tmp_path).split()
-    assert loaded and all(line.endswith(".so") for line in loaded), loaded
+    assert "apiserver/storage/etcd/_rpc.abi3.so" in names
+    modules = [*compiled_modules(), *RUST_MODULES]
+    loaded = _run(installed / "python", "-c", MODULE_FILES, *modules, cwd=tmp_path).split()
+    assert len(loaded) == len(modules) and all(line.endswith(".so") for line in loaded), loaded
 
 
 def test_without_a_compiler_the_wheel_is_pure_python(source: Path, tmp_path: Path) -> None:
-    """Where no C compiler is found, the build says so in one line and installs the pure modules."""
-    env = {**os.environ, "CC": "/nonexistent/cc"}
+    """Where no C compiler and no cargo are found, the build says so in a line each and installs the
+    pure modules."""
+    directories = os.environ["PATH"].split(os.pathsep)
+    path = os.pathsep.join(d for d in directories if not (Path(d) / "cargo").exists())
+    env = {**os.environ, "CC": "/nonexistent/cc", "PATH": path}
     env.pop("COREIO_MYPYC", None)
+    env.pop("COREIO_NATIVE", None)
     done = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path, source],
         cwd=source,
@@ -132,9 +139,9 @@ def test_without_a_compiler_the_wheel_is_pure_python(source: Path, tmp_path: Pat
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "coreio build: no C compiler (/nonexistent/cc): the pure-Python modules are installed" in (
-        done.stdout + done.stderr
-    )
+    said = done.stdout + done.stderr
+    assert "coreio build: no C compiler (/nonexistent/cc): the pure-Python modules are installed" in said
+    assert "coreio build: no cargo (Rust): etcd's calls go through grpcio" in said
     (wheel,) = tmp_path.glob("*.whl")
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
     assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]

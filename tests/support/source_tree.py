@@ -13,6 +13,10 @@ MODULE_FILES = (
 )
 
 
+# The modules setup.py builds from Rust (no Python source of their own).
+RUST_MODULES = ["apiserver.storage.etcd._rpc"]
+
+
 def tracked_copy(destination: Path) -> Path:
     """The files git tracks, copied to `destination` (no .venv, no build leftovers)."""
     listed = subprocess.run(

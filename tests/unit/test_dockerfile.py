@@ -149,12 +149,16 @@ def test_builder_installs_pinned_wheels_without_cache(dockerfile: str) -> None:
 
 
 def test_builder_compiles_the_hot_modules(dockerfile: str) -> None:
-    """The project is installed with COREIO_MYPYC=1 (a failed compile fails the build, never a pure
-    image), after the builder stage installed a C compiler."""
+    """The project is installed with COREIO_MYPYC=1 and COREIO_NATIVE=1 (a failed compile fails the
+    build, never a pure image), after the builder stage installed a C compiler and Rust, the latter
+    from rustup's installer checked against its digest."""
     runs = args_of(stages(dockerfile)[0], "RUN")
     (project,) = [r for r in runs if "--no-deps ." in r]
-    assert project.startswith("COREIO_MYPYC=1 pip ")
+    assert project.startswith("COREIO_MYPYC=1 COREIO_NATIVE=1 pip ")
+    assert "native.available()" in project
     assert any("apt-get install -y --no-install-recommends gcc libc6-dev" in r for r in runs)
+    (rustup,) = [r for r in runs if "rustup-init" in r]
+    assert "sha256sum -c" in rustup and "--profile minimal" in rustup
 
 
 def test_entrypoints_and_defaults(final_stage: list[Instruction]) -> None:

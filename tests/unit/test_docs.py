@@ -40,6 +40,7 @@ PROGRAMS = {
 OTHER_FLAGS = {
     "kubectl": {"--server-side", "--list"},
     "helm": {"--set"},
+    "setup.py": {"--inplace", "--release"},
     "etcd": {"--watch-progress-notify-interval"},
     "kube-apiserver": {
         "--authorization-config",

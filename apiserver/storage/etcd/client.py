@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import grpc
 from aetcd import rpc
 
+from apiserver.storage.etcd import native
 from apiserver.storage.etcd.errors import translate
 from apiserver.storage.interface import StorageUnavailableError, UnsupportedStorageError
 
@@ -42,9 +43,21 @@ class RawKV:
         )
 
 
+# The unary calls the native channel takes: (service, method) to the method's path and the type its
+# answer is read into (None: the bytes themselves, for wire.py).
+_NATIVE: dict[tuple[str, str], tuple[str, Any]] = {
+    ("raw_kv", "Range"): ("/etcdserverpb.KV/Range", None),
+    ("kv", "Range"): ("/etcdserverpb.KV/Range", rpc.RangeResponse),
+    ("kv", "Txn"): ("/etcdserverpb.KV/Txn", rpc.TxnResponse),
+    ("kv", "Put"): ("/etcdserverpb.KV/Put", rpc.PutResponse),
+    ("kv", "Compact"): ("/etcdserverpb.KV/Compact", rpc.CompactionResponse),
+    ("lease", "LeaseGrant"): ("/etcdserverpb.Lease/LeaseGrant", rpc.LeaseGrantResponse),
+}
+
+
 @dataclass
 class Connection:
-    """One member's channel and the raw stubs on it."""
+    """One member's channel and the raw stubs on it, and its native channel where built."""
 
     target: str
     channel: Any
@@ -53,12 +66,14 @@ class Connection:
     watch: Any
     maintenance: Any
     raw_kv: RawKV
+    native: native.NativeChannel | None = None
 
 
 class Client:
     """The channels to `endpoints` (URLs or `host:port`), TLS for https endpoints or when `ca_file`
     is given. Calls go to one member and move to the next after it proves unreachable. `refused`,
-    once set (a release found to lose writes after start), fails every call and watch."""
+    once set (a release found to lose writes after start), fails every call and watch. Unary calls
+    go through the native channel (native.py) when it is built and `use_native` is True."""
 
     def __init__(
         self,
@@ -68,8 +83,10 @@ class Client:
         cert_file: str | None,
         key_file: str | None,
         request_timeout: float,
+        use_native: bool = True,
     ) -> None:
         self.endpoints = list(endpoints)
+        self.use_native = use_native and native.available()
         self.ca_file, self.cert_file, self.key_file = ca_file, cert_file, key_file
         self.request_timeout = request_timeout
         self.connections: list[Connection] = []
@@ -77,7 +94,13 @@ class Client:
         self._active = 0
 
     async def open(self) -> None:
-        credentials = await self._credentials()
+        pems = await self._pems()
+        credentials = None
+        if pems is not None:
+            root, key, cert = pems
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=root, private_key=key, certificate_chain=cert
+            )
         for endpoint in self.endpoints:
             target = _target(endpoint)
             if credentials is not None:
@@ -85,11 +108,13 @@ class Client:
             else:
                 channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
             stubs = (rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
-            self.connections.append(
-                Connection(target, channel, *stubs, rpc.MaintenanceStub(channel), RawKV(channel))
-            )
+            connection = Connection(target, channel, *stubs, rpc.MaintenanceStub(channel), RawKV(channel))
+            if self.use_native:
+                connection.native = _native_channel(target, pems)
+            self.connections.append(connection)
 
-    async def _credentials(self) -> Any:
+    async def _pems(self) -> tuple[bytes | None, bytes | None, bytes | None] | None:
+        """The CA, key and certificate files' bytes when the endpoints take TLS, else None."""
         tls = self.ca_file or any(urlsplit(e).scheme == "https" for e in self.endpoints)
         if not tls:
             return None
@@ -100,11 +125,13 @@ class Client:
         root, key, cert = await asyncio.gather(
             *(asyncio.to_thread(read, path) for path in (self.ca_file, self.key_file, self.cert_file))
         )
-        return grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=cert)
+        return root, key, cert
 
     async def close(self) -> None:
         connections, self.connections = self.connections, []
         for connection in connections:
+            if connection.native is not None:
+                connection.native.close()
             await connection.channel.close()
 
     @property
@@ -123,10 +150,9 @@ class Client:
         tries = len(self.connections) if method == "Range" else 1
         for attempt in range(1, tries + 1):
             connection = self.active
-            stub_method = getattr(getattr(connection, service), method)
             try:
-                return await stub_method(request, timeout=self.request_timeout)
-            except grpc.aio.AioRpcError as error:
+                return await self._call_on(connection, service, method, request)
+            except (grpc.aio.AioRpcError, native.NativeRpcError) as error:
                 translated = translate(error, connection.target)
                 if not isinstance(translated, StorageUnavailableError):
                     raise translated from error
@@ -135,11 +161,29 @@ class Client:
                     raise translated from error
         raise AssertionError("unreachable: the last try raises")
 
+    async def _call_on(self, connection: Connection, service: str, method: str, request: Any) -> Any:
+        route = _NATIVE.get((service, method)) if connection.native is not None else None
+        if connection.native is None or route is None:
+            stub_method = getattr(getattr(connection, service), method)
+            return await stub_method(request, timeout=self.request_timeout)
+        path, answer = route
+        data = await connection.native.unary(path, request.SerializeToString(), self.request_timeout)
+        return data if answer is None else answer.FromString(data)
+
     def failover(self, failed: Connection) -> None:
         """`failed` proved unreachable: calls go to the next member (if it is still the active one)."""
         if len(self.connections) > 1 and self.active is failed:
             self._active += 1
             log.warning("etcd endpoint %s unavailable; switching to %s", failed.target, self.active.target)
+
+
+def _native_channel(
+    target: str, pems: tuple[bytes | None, bytes | None, bytes | None] | None
+) -> native.NativeChannel:
+    if pems is None:
+        return native.NativeChannel(f"http://{target}", ca=None, cert=None, key=None)
+    root, key, cert = pems
+    return native.NativeChannel(f"https://{target}", ca=root, cert=cert, key=key)
 
 
 def _target(endpoint: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import grpc
 
 from apiserver.storage.interface import StorageError, StorageUnavailableError
@@ -17,7 +19,15 @@ class LeaseNotFound(StorageError):
     """A cached lease vanished (revoked, or expired earlier than expected)."""
 
 
-def translate(error: grpc.aio.AioRpcError, target: str) -> StorageError:
+class RpcFailure(Protocol):
+    """A failed call: grpcio's AioRpcError, or native.py's NativeRpcError."""
+
+    def code(self) -> grpc.StatusCode: ...
+
+    def details(self) -> str | None: ...
+
+
+def translate(error: RpcFailure, target: str) -> StorageError:
     """The storage error for a failed call to `target`; unavailable for anything a retry elsewhere
     may cure."""
     code, details = error.code(), error.details() or ""

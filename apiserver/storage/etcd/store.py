@@ -65,6 +65,7 @@ class EtcdStorage:
         compaction_interval: float = 0.0,
         progress_interval: float = 5.0,
         hold: HistoryHold | None = None,
+        use_native: bool = True,
     ) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
@@ -82,6 +83,7 @@ class EtcdStorage:
             cert_file=cert_file,
             key_file=key_file,
             request_timeout=request_timeout,
+            use_native=use_native,
         )
         self._keys = Keys(prefix)
         self._leases = Leases(self._grant_lease)

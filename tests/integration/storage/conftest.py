@@ -1,6 +1,7 @@
 """The contract suite's fixtures: every test runs against a fresh SQLite file and against etcd,
-each bare and behind the watch cache (which must keep the same contract), and against SQLite as one
-of several worker processes sharing the file would use it.
+each bare and behind the watch cache (which must keep the same contract), against SQLite as one
+of several worker processes sharing the file would use it, and against etcd with every call on
+grpcio (as where the Rust extension is not built).
 
 `store` shares one etcd per session, isolated by a unique key prefix. `isolated_store` gives etcd
 tests their own etcd process, for what is global to an etcd (compaction, history from revision 0).
@@ -35,6 +36,8 @@ StoreFactory = Callable[..., Awaitable[Storage]]
         "sqlite-shared",
         pytest.param("etcd", marks=pytest.mark.etcd),
         pytest.param("etcd+cache", marks=pytest.mark.etcd),
+        # Every call on grpcio, as where the Rust extension is not built (storage/etcd/native.py).
+        pytest.param("etcd-grpcio", marks=pytest.mark.etcd),
     ]
 )
 def backend(request: pytest.FixtureRequest) -> str:
@@ -67,13 +70,15 @@ async def make_store(
             # Shared: as one of several workers on the file, learning of changes from the log.
             options.setdefault("shared", backend == "sqlite-shared")
             store = SQLiteStorage(path or str(tmp_path / "store.db"), **FAST | options)
-        elif isolated:
-            process = EtcdProcess()
-            processes.append(process)
-            store = EtcdStorage([process.start()], **FAST | options)
         else:
-            endpoint = request.getfixturevalue("etcd_endpoint")
-            options.setdefault("prefix", f"/test-{uuid.uuid4().hex}")
+            options.setdefault("use_native", backend != "etcd-grpcio")
+            if isolated:
+                process = EtcdProcess()
+                processes.append(process)
+                endpoint = process.start()
+            else:
+                endpoint = request.getfixturevalue("etcd_endpoint")
+                options.setdefault("prefix", f"/test-{uuid.uuid4().hex}")
             store = EtcdStorage([endpoint], **FAST | options)
         await store.start()
         opened.append(store)

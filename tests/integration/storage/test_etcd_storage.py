@@ -1,4 +1,5 @@
-"""What only the etcd backend has to get right: leases, unreachable endpoints, TLS, big responses."""
+"""What only the etcd backend has to get right: leases, unreachable endpoints, TLS, big responses;
+each on the Rust extension's channel and on grpcio alone (as where the extension is not built)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from apiserver.storage.etcd import EtcdStorage
+from apiserver.storage.etcd import EtcdStorage, native
 from apiserver.storage.interface import StorageUnavailableError
 from tests.support.etcd import EtcdProcess, EtcdTLS, find_etcd_binary
 
@@ -24,6 +25,13 @@ pytestmark = [
     pytest.mark.etcd,
     pytest.mark.skipif(find_etcd_binary() is None, reason="no etcd binary"),
 ]
+
+
+@pytest.fixture(autouse=True, params=["native", "grpcio"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "grpcio":
+        monkeypatch.setattr(native, "available", lambda: False)
+    return str(request.param)
 
 
 @contextlib.asynccontextmanager
@@ -75,21 +83,21 @@ async def test_unreachable_etcd_is_unavailable() -> None:
                 await anext(events)
 
 
-async def test_calls_move_on_to_the_next_endpoint(etcd_endpoint: str) -> None:
+async def test_calls_move_on_to_the_next_endpoint(etcd_endpoint: str, transport: str) -> None:
     endpoints = [f"http://127.0.0.1:{closed_port()}", etcd_endpoint]
     # A read is asked again of the next endpoint at once, as clientv3 retries its repeatable calls.
-    async with opened(EtcdStorage(endpoints, prefix="/failover", request_timeout=2)) as store:
+    async with opened(EtcdStorage(endpoints, prefix=f"/failover-{transport}", request_timeout=2)) as store:
         assert await store.current_revision() > 0
         assert await store.get("/missing") is None
     # A write is not (it may have landed): it fails, and the next call goes to the next endpoint.
-    async with opened(EtcdStorage(endpoints, prefix="/failover", request_timeout=2)) as store:
+    async with opened(EtcdStorage(endpoints, prefix=f"/failover-{transport}", request_timeout=2)) as store:
         with pytest.raises(StorageUnavailableError):
             await store.create("/written", b"x")
         assert (await store.create("/written", b"x")).mod_revision > 0
 
 
-async def test_lists_larger_than_grpc_default_message_limit(etcd_endpoint: str) -> None:
-    async with opened(EtcdStorage([etcd_endpoint], prefix="/big")) as store:
+async def test_lists_larger_than_grpc_default_message_limit(etcd_endpoint: str, transport: str) -> None:
+    async with opened(EtcdStorage([etcd_endpoint], prefix=f"/big-{transport}")) as store:
         value = b"x" * (1024 * 1024)
         for i in range(6):
             await store.create(f"/b/{i}", value)

@@ -1,0 +1,168 @@
+//! `apiserver.storage.etcd._rpc`: unary gRPC calls to etcd for the asyncio client in
+//! apiserver/storage/etcd/native.py. A `Channel` owns one member's connection and a one-thread tokio
+//! runtime; `submit` starts a call, and the event loop collects finished calls with `take` when the
+//! descriptor `fd` is readable (completions.rs). Python never waits on a lock the runtime holds
+//! long, and the runtime never takes the GIL.
+
+mod codec;
+mod completions;
+mod endpoint;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::PathAndQuery;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use tonic::client::Grpc;
+use tonic::transport::Channel as Connection;
+use tonic::{Code, Request, Status, TimeoutExpired};
+
+use codec::RawCodec;
+use completions::{Completions, Outcome};
+use endpoint::{endpoint, Target};
+
+#[pyclass(module = "apiserver.storage.etcd._rpc")]
+struct Channel {
+    runtime: Option<tokio::runtime::Runtime>,
+    grpc: Grpc<Connection>,
+    completions: Arc<Completions>,
+}
+
+#[pymethods]
+impl Channel {
+    /// A channel to `uri`; it connects on its first call and again after a lost connection.
+    #[new]
+    #[pyo3(signature = (uri, *, ca=None, cert=None, key=None))]
+    fn new(
+        uri: &str,
+        ca: Option<&[u8]>,
+        cert: Option<&[u8]>,
+        key: Option<&[u8]>,
+    ) -> PyResult<Self> {
+        let endpoint = endpoint(&Target { uri, ca, cert, key }).map_err(PyValueError::new_err)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("coreio-etcd-rpc")
+            .enable_all()
+            .build()
+            .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        let connection = {
+            let _entered = runtime.enter();
+            endpoint.connect_lazy()
+        };
+        let grpc = Grpc::new(connection)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let completions =
+            Completions::new().map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        Ok(Channel {
+            runtime: Some(runtime),
+            grpc,
+            completions: Arc::new(completions),
+        })
+    }
+
+    /// The descriptor that turns readable when calls have finished.
+    #[getter]
+    fn fd(&self) -> i32 {
+        self.completions.fd()
+    }
+
+    /// Starts the call `call` of `method` (`/etcdserverpb.KV/Range`) with the encoded `request`;
+    /// it fails with DEADLINE_EXCEEDED after `timeout` seconds.
+    fn submit(&self, call: u64, method: &str, request: &[u8], timeout: f64) -> PyResult<()> {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
+        let path = PathAndQuery::try_from(method)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let deadline = Duration::try_from_secs_f64(timeout)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let body = Bytes::copy_from_slice(request);
+        let grpc = self.grpc.clone();
+        let completions = Arc::clone(&self.completions);
+        runtime.spawn(async move {
+            let outcome =
+                match tokio::time::timeout(deadline, unary(grpc, path, body, deadline)).await {
+                    Ok(Ok(answer)) => Outcome::Answer(answer),
+                    Ok(Err(status)) => failed(&status),
+                    Err(_) => Outcome::Failed(
+                        Code::DeadlineExceeded as i32,
+                        "Deadline Exceeded".to_owned(),
+                    ),
+                };
+            completions.push(call, outcome);
+        });
+        Ok(())
+    }
+
+    /// The calls finished since the last take: (call, 0, answer bytes) or (call, code, message).
+    fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, i32, Bound<'py, PyAny>)> {
+        let finished = self.completions.take();
+        finished
+            .into_iter()
+            .map(|(call, outcome)| match outcome {
+                Outcome::Answer(answer) => (call, 0, PyBytes::new(py, &answer).into_any()),
+                Outcome::Failed(code, message) => {
+                    (call, code, PyString::new(py, &message).into_any())
+                }
+            })
+            .collect()
+    }
+
+    /// Stops the runtime; calls still running never finish (the caller fails them).
+    fn close(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+async fn unary(
+    mut grpc: Grpc<Connection>,
+    path: PathAndQuery,
+    body: Bytes,
+    deadline: Duration,
+) -> Result<Bytes, Status> {
+    grpc.ready()
+        .await
+        .map_err(|error| Status::unavailable(error.to_string()))?;
+    let mut request = Request::new(body);
+    request.set_timeout(deadline);
+    Ok(grpc.unary(request, path, RawCodec).await?.into_inner())
+}
+
+/// A call's failure as grpcio reports it: a status etcd sent as it is; the deadline passing on this
+/// side (tonic says CANCELLED, with TimeoutExpired as the cause) as DEADLINE_EXCEEDED; a failure of
+/// the connection itself (tonic's UNKNOWN "transport error", with the cause as its source) as
+/// UNAVAILABLE, so that the caller tries another member. The causes go into the message.
+fn failed(status: &Status) -> Outcome {
+    let Some(mut cause) = std::error::Error::source(status) else {
+        return Outcome::Failed(status.code() as i32, status.message().to_owned());
+    };
+    let mut message = status.message().to_owned();
+    let mut expired = false;
+    loop {
+        expired |= cause.downcast_ref::<TimeoutExpired>().is_some();
+        message = format!("{message}: {cause}");
+        match cause.source() {
+            Some(next) => cause = next,
+            None => break,
+        }
+    }
+    let code = match status.code() {
+        _ if expired => Code::DeadlineExceeded,
+        Code::Unknown | Code::Internal => Code::Unavailable,
+        code => code,
+    };
+    Outcome::Failed(code as i32, message)
+}
+
+#[pymodule]
+fn _rpc(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Channel>()
+}
