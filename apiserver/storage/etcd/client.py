@@ -162,7 +162,7 @@ class Client:
         raise AssertionError("unreachable: the last try raises")
 
     async def _call_on(self, connection: Connection, service: str, method: str, request: Any) -> Any:
-        route = _NATIVE.get((service, method)) if connection.native is not None else None
+        route = _NATIVE.get((service, method))
         if connection.native is None or route is None:
             stub_method = getattr(getattr(connection, service), method)
             return await stub_method(request, timeout=self.request_timeout)
