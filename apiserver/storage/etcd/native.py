@@ -1,8 +1,8 @@
 """etcd's unary calls through the Rust extension `_rpc` (native/etcd_rpc), where it was built: the
 gRPC framing and HTTP/2 run on the extension's own thread, off the GIL, at a third of grpcio's CPU a
-call (docs/architecture.md, "Compiled modules", has the figures). Requests are still encoded and answers still read in Python;
-watches stay on grpcio (client.py). Without the extension, `available()` is False and every call
-goes through grpcio."""
+call (docs/architecture.md, "Compiled modules", has the figures). Requests are still encoded and
+answers still read in Python; watches stay on grpcio (client.py). Without the extension,
+`available()` is False and every call goes through grpcio."""
 
 from __future__ import annotations
 
