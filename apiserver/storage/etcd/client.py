@@ -68,6 +68,12 @@ class Connection:
     raw_kv: RawKV
     native: native.NativeChannel | None = None
 
+    def watch_stream(self) -> Any:
+        """A Watch stream on this member: the native channel's where built, else grpcio's."""
+        if self.native is not None:
+            return self.native.stream("/etcdserverpb.Watch/Watch", rpc.WatchResponse)
+        return self.watch.Watch()
+
 
 class Client:
     """The channels to `endpoints` (URLs or `host:port`), TLS for https endpoints or when `ca_file`

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 from aetcd import rpc
 
+from apiserver.storage.etcd import native
 from apiserver.storage.etcd.client import Connection
 from apiserver.storage.etcd.errors import translate
 from apiserver.storage.etcd.keys import Keys, range_end
@@ -28,7 +29,7 @@ async def watch_on(
     connection: Connection, keys: Keys, prefix: str, tracker: Progress
 ) -> AsyncGenerator[WatchEvent, None]:
     """The watch on one endpoint, from the revision after `tracker.last`."""
-    stream = _WatchStream(connection.watch.Watch())
+    stream = _WatchStream(connection.watch_stream())
     try:
         first = keys.key(prefix)
         create = rpc.WatchCreateRequest(
@@ -42,7 +43,7 @@ async def watch_on(
         async with contextlib.aclosing(_follow(stream, keys, connection.target, tracker)) as events:
             async for event in events:
                 yield event
-    except grpc.aio.AioRpcError as error:
+    except (grpc.aio.AioRpcError, native.NativeRpcError) as error:
         raise translate(error, connection.target) from error
     finally:
         stream.close()

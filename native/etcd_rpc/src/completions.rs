@@ -7,10 +7,12 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-/// How a call ended: its answer's bytes, or gRPC's status code and message.
+/// How a call ended: its answer's bytes, or gRPC's status code and message; for a stream, each
+/// answer, then its end (Ended, or Failed).
 pub enum Outcome {
     Answer(Bytes),
     Failed(i32, String),
+    Ended,
 }
 
 pub struct Completions {

@@ -4,9 +4,11 @@
 //! descriptor `fd` is readable (completions.rs). Python never waits on a lock the runtime holds
 //! long, and the runtime never takes the GIL.
 
+mod calls;
 mod codec;
 mod completions;
 mod endpoint;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,17 +20,19 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use tonic::client::Grpc;
 use tonic::transport::Channel as Connection;
-use tonic::{Code, Request, Status, TimeoutExpired};
+use tonic::Code;
 
-use codec::RawCodec;
+use calls::{failed, unary};
 use completions::{Completions, Outcome};
 use endpoint::{endpoint, Target};
+use streams::Streams;
 
 #[pyclass(module = "apiserver.storage.etcd._rpc")]
 struct Channel {
     runtime: Option<tokio::runtime::Runtime>,
     grpc: Grpc<Connection>,
     completions: Arc<Completions>,
+    streams: Streams,
 }
 
 #[pymethods]
@@ -62,6 +66,7 @@ impl Channel {
             runtime: Some(runtime),
             grpc,
             completions: Arc::new(completions),
+            streams: Streams::default(),
         })
     }
 
@@ -100,7 +105,40 @@ impl Channel {
         Ok(())
     }
 
-    /// The calls finished since the last take: (call, 0, answer bytes) or (call, code, message).
+    /// Opens the bidirectional stream `call` of `method` (`/etcdserverpb.Watch/Watch`) with the
+    /// encoded `first` request; its answers come from `take` as a unary call's do, each to be
+    /// acknowledged with `read`, and its end as (call, -1, b"").
+    fn open_stream(&self, call: u64, method: &str, first: &[u8]) -> PyResult<()> {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
+        let path = PathAndQuery::try_from(method)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let completions = Arc::clone(&self.completions);
+        let first = Bytes::copy_from_slice(first);
+        self.streams
+            .open(runtime, self.grpc.clone(), path, call, first, completions);
+        Ok(())
+    }
+
+    /// Sends `request` on the open stream `call`; false when it is no longer open.
+    fn send(&self, call: u64, request: &[u8]) -> bool {
+        self.streams.send(call, Bytes::copy_from_slice(request))
+    }
+
+    /// One answer of stream `call` was read: the stream may take one more.
+    fn read(&self, call: u64) {
+        self.streams.read(call);
+    }
+
+    /// Ends stream `call` (etcd sees it cancelled); nothing more of it is taken.
+    fn close_stream(&self, call: u64) {
+        self.streams.close(call);
+    }
+
+    /// The calls finished since the last take: (call, 0, answer bytes) or (call, code, message);
+    /// a stream's answers come as (call, 0, answer bytes), its end as (call, -1, b"").
     fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, i32, Bound<'py, PyAny>)> {
         let finished = self.completions.take();
         finished
@@ -110,6 +148,7 @@ impl Channel {
                 Outcome::Failed(code, message) => {
                     (call, code, PyString::new(py, &message).into_any())
                 }
+                Outcome::Ended => (call, -1, PyBytes::new(py, b"").into_any()),
             })
             .collect()
     }
@@ -120,46 +159,6 @@ impl Channel {
             runtime.shutdown_background();
         }
     }
-}
-
-async fn unary(
-    mut grpc: Grpc<Connection>,
-    path: PathAndQuery,
-    body: Bytes,
-    deadline: Duration,
-) -> Result<Bytes, Status> {
-    grpc.ready()
-        .await
-        .map_err(|error| Status::unavailable(error.to_string()))?;
-    let mut request = Request::new(body);
-    request.set_timeout(deadline);
-    Ok(grpc.unary(request, path, RawCodec).await?.into_inner())
-}
-
-/// A call's failure as grpcio reports it: a status etcd sent as it is; the deadline passing on this
-/// side (tonic says CANCELLED, with TimeoutExpired as the cause) as DEADLINE_EXCEEDED; a failure of
-/// the connection itself (tonic's UNKNOWN "transport error", with the cause as its source) as
-/// UNAVAILABLE, so that the caller tries another member. The causes go into the message.
-fn failed(status: &Status) -> Outcome {
-    let Some(mut cause) = std::error::Error::source(status) else {
-        return Outcome::Failed(status.code() as i32, status.message().to_owned());
-    };
-    let mut message = status.message().to_owned();
-    let mut expired = false;
-    loop {
-        expired |= cause.downcast_ref::<TimeoutExpired>().is_some();
-        message = format!("{message}: {cause}");
-        match cause.source() {
-            Some(next) => cause = next,
-            None => break,
-        }
-    }
-    let code = match status.code() {
-        _ if expired => Code::DeadlineExceeded,
-        Code::Unknown | Code::Internal => Code::Unavailable,
-        code => code,
-    };
-    Outcome::Failed(code as i32, message)
 }
 
 #[pymodule]
