@@ -185,11 +185,16 @@ class Client:
 
 def _native_channel(
     target: str, pems: tuple[bytes | None, bytes | None, bytes | None] | None
-) -> native.NativeChannel:
-    if pems is None:
-        return native.NativeChannel(f"http://{target}", ca=None, cert=None, key=None)
-    root, key, cert = pems
-    return native.NativeChannel(f"https://{target}", ca=root, cert=cert, key=key)
+) -> native.NativeChannel | None:
+    """The native channel to `target`, or None (grpcio then) where its TLS cannot be set up the
+    way grpcio's can (no system CA store for an https endpoint given no CA file, say)."""
+    root, key, cert = pems or (None, None, None)
+    uri = f"https://{target}" if pems is not None else f"http://{target}"
+    try:
+        return native.NativeChannel(uri, ca=root, cert=cert, key=key)
+    except (ValueError, RuntimeError) as error:
+        log.warning("etcd %s: the native client cannot connect (%s); using grpcio", target, error)
+        return None
 
 
 def _target(endpoint: str) -> str:

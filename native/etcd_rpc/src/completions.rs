@@ -3,7 +3,7 @@
 //! queue at once. The runtime never takes the GIL, and a busy loop takes many answers a wake-up.
 
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -73,5 +73,49 @@ impl Drop for Completions {
     fn drop(&mut self) {
         // SAFETY: the descriptor is this struct's own and closed once.
         unsafe { libc::close(self.eventfd) };
+    }
+}
+
+/// What one call or stream owes Python: its answers (`answer`) and one last outcome (`finish`);
+/// dropped without finishing (its task panicked, or was dropped with the runtime), it finishes
+/// with INTERNAL, so that no caller waits for an answer that cannot come.
+pub struct Reply {
+    call: u64,
+    completions: Arc<Completions>,
+    finished: bool,
+}
+
+impl Reply {
+    pub fn new(call: u64, completions: Arc<Completions>) -> Self {
+        Reply {
+            call,
+            completions,
+            finished: false,
+        }
+    }
+
+    pub fn call(&self) -> u64 {
+        self.call
+    }
+
+    pub fn answer(&self, answer: Bytes) {
+        self.completions.push(self.call, Outcome::Answer(answer));
+    }
+
+    pub fn finish(mut self, outcome: Outcome) {
+        self.finished = true;
+        self.completions.push(self.call, outcome);
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if !self.finished {
+            let message = "the etcd client's task ended without an answer".to_owned();
+            self.completions.push(
+                self.call,
+                Outcome::Failed(tonic::Code::Internal as i32, message),
+            );
+        }
     }
 }

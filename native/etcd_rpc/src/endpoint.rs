@@ -20,11 +20,14 @@ pub fn endpoint(target: &Target<'_>) -> Result<Endpoint, String> {
         // Notice dead connections under quiet periods (etcd permits a ping every 5 s).
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
-        // Fixed windows large enough for a full list's Range answer to stream without stalls.
-        // Not hyper's adaptive window: its BDP pings, one for each answer, tripled the CPU of a
-        // call and halved the rate of calls made one at a time.
+        // Fixed windows: not hyper's adaptive window, whose BDP pings, one for each answer,
+        // tripled the CPU of a call and halved the rate of calls made one at a time. A stream's
+        // takes a full list's pages without stalls; the connection's is the largest HTTP/2 allows,
+        // so that watches whose readers stall (streams.rs) can hold up their own streams only.
         .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(16 << 20))
+        .initial_connection_window_size(Some(u32::MAX >> 1))
+        // As gRPC's connect deadline: a member that drops packets is given up after 20 s.
+        .connect_timeout(Duration::from_secs(20))
         .tcp_nodelay(true);
     if !target.uri.starts_with("https://") {
         return Ok(endpoint);
@@ -35,7 +38,7 @@ pub fn endpoint(target: &Target<'_>) -> Result<Endpoint, String> {
 }
 
 fn tls(target: &Target<'_>) -> ClientTlsConfig {
-    let mut config = ClientTlsConfig::new();
+    let mut config = ClientTlsConfig::new().timeout(Duration::from_secs(20));
     config = match target.ca {
         Some(ca) => config.ca_certificate(Certificate::from_pem(ca)),
         None => config.with_native_roots(),

@@ -23,7 +23,7 @@ use tonic::transport::Channel as Connection;
 use tonic::Code;
 
 use calls::{failed, unary};
-use completions::{Completions, Outcome};
+use completions::{Completions, Outcome, Reply};
 use endpoint::{endpoint, Target};
 use streams::Streams;
 
@@ -89,7 +89,7 @@ impl Channel {
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
         let body = Bytes::copy_from_slice(request);
         let grpc = self.grpc.clone();
-        let completions = Arc::clone(&self.completions);
+        let reply = Reply::new(call, Arc::clone(&self.completions));
         runtime.spawn(async move {
             let outcome =
                 match tokio::time::timeout(deadline, unary(grpc, path, body, deadline)).await {
@@ -100,7 +100,7 @@ impl Channel {
                         "Deadline Exceeded".to_owned(),
                     ),
                 };
-            completions.push(call, outcome);
+            reply.finish(outcome);
         });
         Ok(())
     }
@@ -115,10 +115,10 @@ impl Channel {
             .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
         let path = PathAndQuery::try_from(method)
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        let completions = Arc::clone(&self.completions);
+        let reply = Reply::new(call, Arc::clone(&self.completions));
         let first = Bytes::copy_from_slice(first);
         self.streams
-            .open(runtime, self.grpc.clone(), path, call, first, completions);
+            .open(runtime, self.grpc.clone(), path, first, reply);
         Ok(())
     }
 

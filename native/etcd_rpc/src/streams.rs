@@ -18,7 +18,7 @@ use tonic::{Request, Status};
 
 use crate::calls::failed;
 use crate::codec::RawCodec;
-use crate::completions::{Completions, Outcome};
+use crate::completions::{Outcome, Reply};
 
 const UNREAD: usize = 64;
 
@@ -39,10 +39,10 @@ impl Streams {
         runtime: &Runtime,
         grpc: Grpc<Connection>,
         path: PathAndQuery,
-        call: u64,
         first: Bytes,
-        completions: Arc<Completions>,
+        reply: Reply,
     ) {
+        let call = reply.call();
         let (requests, receiver) = mpsc::unbounded_channel();
         // The receiver is alive: the first request is queued.
         let _ = requests.send(first);
@@ -50,22 +50,19 @@ impl Streams {
         let permits = Arc::clone(&unread);
         let task = runtime
             .spawn(async move {
-                let outcome = match follow(grpc, path, receiver, permits, &completions, call).await
-                {
+                let outcome = match follow(grpc, path, receiver, permits, &reply).await {
                     Ok(()) => Outcome::Ended,
                     Err(status) => failed(&status),
                 };
-                completions.push(call, outcome);
+                reply.finish(outcome);
             })
             .abort_handle();
-        self.lock().insert(
-            call,
-            Stream {
-                requests,
-                unread,
-                task,
-            },
-        );
+        let stream = Stream {
+            requests,
+            unread,
+            task,
+        };
+        self.lock().insert(call, stream);
     }
 
     pub fn send(&self, call: u64, request: Bytes) -> bool {
@@ -98,8 +95,7 @@ async fn follow(
     path: PathAndQuery,
     receiver: mpsc::UnboundedReceiver<Bytes>,
     unread: Arc<Semaphore>,
-    completions: &Completions,
-    call: u64,
+    reply: &Reply,
 ) -> Result<(), Status> {
     grpc.ready()
         .await
@@ -112,7 +108,7 @@ async fn follow(
             .await
             .map_err(|_| Status::cancelled("the stream closed"))?
             .forget();
-        completions.push(call, Outcome::Answer(answer));
+        reply.answer(answer);
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 """The Rust extension's channel (storage/etcd/native.py) where grpcio's behaviour is not enough of a
 guide: it is built in the source tree the tests run, callers that give up leave the others
-answered, a call to a member that stopped answering ends at its deadline, and closing the client
-ends the calls still waiting."""
+answered, a call to a member that stopped answering ends at its deadline, closing the client ends
+the calls and watches still waiting, and a watch read late loses nothing (its stream stops reading
+while answers wait unread, then goes on)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from apiserver.storage.etcd import EtcdStorage, native
-from apiserver.storage.interface import StorageUnavailableError
+from apiserver.storage.interface import EventType, StorageUnavailableError
 from tests.support.etcd import EtcdProcess, find_etcd_binary
 
 pytestmark = [
@@ -80,3 +81,34 @@ async def test_closing_the_client_ends_the_calls_still_waiting() -> None:
                 await asyncio.wait_for(waiting, 5)
         finally:
             etcd.resume()
+
+
+async def test_a_watch_read_late_loses_nothing(etcd_endpoint: str) -> None:
+    """1,000 changes, one answer each, written while the watch is not read: far more answers than
+    its stream holds unread (64), so it stops reading from etcd and resumes as they are read."""
+    async with opened(EtcdStorage([etcd_endpoint], prefix="/native-late")) as store:
+        start = await store.current_revision()
+        events = store.watch("/w/", after_revision=start)
+        async with contextlib.aclosing(events):
+            first = await store.create("/w/first", b"x")
+            assert (await anext(events)).revision == first.mod_revision
+            written = [(await store.create(f"/w/{i}", b"y")).mod_revision for i in range(1000)]
+            await asyncio.sleep(0.5)  # the stream's answers pile up unread meanwhile
+            seen = [(await anext(events)).revision for _ in written]
+        assert seen == written
+
+
+async def test_closing_the_client_ends_its_watches() -> None:
+    with EtcdProcess() as etcd:
+        store = EtcdStorage([etcd.client_url], request_timeout=2.0)
+        await store.start()
+        events = store.watch("/", after_revision=await store.current_revision())
+        waiting = asyncio.ensure_future(anext(events))
+        await store.create("/a", b"x")
+        assert (await asyncio.wait_for(waiting, 5)).type is EventType.PUT
+        waiting = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.2)
+        await store.close()
+        with pytest.raises(StorageUnavailableError, match="CANCELLED"):
+            await asyncio.wait_for(waiting, 5)
+        await events.aclose()
