@@ -35,6 +35,19 @@ struct Channel {
     streams: Streams,
 }
 
+impl Channel {
+    /// The runtime a new call runs on, and its method's path; fails once the channel is closed.
+    fn start(&self, method: &str) -> PyResult<(&tokio::runtime::Runtime, PathAndQuery)> {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
+        let path = PathAndQuery::try_from(method)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        Ok((runtime, path))
+    }
+}
+
 #[pymethods]
 impl Channel {
     /// A channel to `uri`; it connects on its first call and again after a lost connection.
@@ -79,12 +92,7 @@ impl Channel {
     /// Starts the call `call` of `method` (`/etcdserverpb.KV/Range`) with the encoded `request`;
     /// it fails with DEADLINE_EXCEEDED after `timeout` seconds.
     fn submit(&self, call: u64, method: &str, request: &[u8], timeout: f64) -> PyResult<()> {
-        let runtime = self
-            .runtime
-            .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
-        let path = PathAndQuery::try_from(method)
-            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let (runtime, path) = self.start(method)?;
         let deadline = Duration::try_from_secs_f64(timeout)
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
         let body = Bytes::copy_from_slice(request);
@@ -109,12 +117,7 @@ impl Channel {
     /// encoded `first` request; its answers come from `take` as a unary call's do, each to be
     /// acknowledged with `read`, and its end as (call, -1, b"").
     fn open_stream(&self, call: u64, method: &str, first: &[u8]) -> PyResult<()> {
-        let runtime = self
-            .runtime
-            .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
-        let path = PathAndQuery::try_from(method)
-            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let (runtime, path) = self.start(method)?;
         let reply = Reply::new(call, Arc::clone(&self.completions));
         let first = Bytes::copy_from_slice(first);
         self.streams
