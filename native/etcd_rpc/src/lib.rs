@@ -1,7 +1,8 @@
-//! `apiserver.storage.etcd._rpc`: unary gRPC calls to etcd for the asyncio client in
+//! `apiserver.storage.etcd._rpc`: gRPC calls and watch streams to etcd for the asyncio client in
 //! apiserver/storage/etcd/native.py. A `Channel` owns one member's connection and a one-thread tokio
-//! runtime; `submit` starts a call, and the event loop collects finished calls with `take` when the
-//! descriptor `fd` is readable (completions.rs). Python never waits on a lock the runtime holds
+//! runtime; `submit` starts a call (`open_stream` a stream, streams.rs), and the event loop collects
+//! finished calls and stream answers with `take` when the descriptor `fd` is readable
+//! (completions.rs). Python never waits on a lock the runtime holds
 //! long, and the runtime never takes the GIL.
 
 mod calls;
