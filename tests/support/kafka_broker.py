@@ -106,7 +106,7 @@ class KafkaBroker:
     def start(self) -> None:
         config = self.directory / "server.properties"
         config.write_text(self._properties())
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = _cluster_id()
         scram = [
             f"--add-scram=SCRAM-SHA-{bits}=[name={USER},password={PASSWORD}]"
             for bits in (256, 512)
@@ -173,3 +173,12 @@ async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
     finally:
         await admin.close()
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster ID: a random UUID in URL-safe base64, never starting with "-" (the format
+    tool would read it as a flag; Kafka's own Uuid.randomUuid draws again for the same reason)."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
