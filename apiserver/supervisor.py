@@ -112,6 +112,7 @@ class Workers:
     errors: int
     lifeline: int
     stopping: bool = False
+    signalled: bool = False  # a SIGINT or SIGTERM has been relayed
     status: int = 0  # the supervisor's exit status: 1 once a worker ended otherwise than with 0
     failed: str = ""  # the first worker that ended unasked
     start_errors: list[str] = field(default_factory=list)
@@ -162,10 +163,17 @@ class Workers:
         return workers
 
     def relay(self, signum: int, _frame: FrameType | None) -> None:
-        """The supervisor's signal handler: each signal goes to every worker (a second one ends
-        them at once, as it would a single server)."""
-        log.info("received %s: passing it to the workers", signal.Signals(signum).name)
-        self.stopping = True
+        """The supervisor's signal handler: the first signal goes to every worker, which starts
+        its graceful shutdown; a second ends the server at once with status 1, as upstream's
+        handler does. The supervisor ends the workers itself rather than relaying the second: a
+        worker not yet run since the first still holds it pending, and the kernel merges the two."""
+        name = signal.Signals(signum).name
+        if self.signalled:
+            log.warning("second %s: exiting now", name)
+            self.signal_all(signal.SIGKILL)
+            os._exit(1)
+        log.info("received %s: passing it to the workers", name)
+        self.signalled = self.stopping = True
         self.signal_all(signum)
 
     def signal_all(self, signum: int) -> None:

@@ -401,3 +401,4 @@ def test_a_second_sigterm_exits_at_once_with_1(tmp_path: Path) -> None:
     server.process.send_signal(signal.SIGTERM)
     assert server.process.wait(timeout=10) == 1
     assert time.monotonic() - started < 5
+    assert "second SIGTERM: exiting now" in server.log_file.read_text()
