@@ -95,7 +95,8 @@ def _rust_extensions() -> list[Any]:
     from setuptools_rust import Binding, RustExtension
 
     # optional: under `auto`, a failed cargo build leaves grpcio doing the calls (setuptools-rust
-    # says why); --locked: the crates Cargo.lock pins, or no build.
+    # says why); --locked: the crates Cargo.lock pins, or no build; debug=False: optimized in place
+    # too (setuptools-rust's default builds an in-place build_ext unoptimized).
     return [
         RustExtension(
             RUST_MODULE,
@@ -104,6 +105,7 @@ def _rust_extensions() -> list[Any]:
             py_limited_api=True,
             optional=NATIVE != "1",
             args=["--locked"],
+            debug=False,
         )
     ]
 
