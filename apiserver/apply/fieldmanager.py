@@ -345,10 +345,6 @@ def _with_managed_fields(obj: JSON, managed: Managed) -> JSON:
     return obj
 
 
-def _now() -> str:
-    return objectmeta.format_time(objectmeta.now())
-
-
 def _group_version_kind(api_version: Any, kind: Any) -> str:
     """schema.GroupVersionKind.String() of an object's apiVersion and kind."""
     text = api_version if isinstance(api_version, str) else ""
@@ -440,7 +436,7 @@ class FieldManager:
             previous = out.fields.get(identifier)
             fields = current.fields.union(previous.fields) if previous else current.fields
             out.fields[identifier] = VersionedSet(fields, current.api_version, current.applied)
-            out.times[identifier] = _now()
+            out.times[identifier] = objectmeta.now_text()
         return out
 
     def _structured_update(
@@ -626,7 +622,7 @@ class FieldManager:
         out = Managed(fields, dict(managed.times))
         if merged is None:
             return _without_managed_fields(live), out
-        out.times[identifier] = _now()
+        out.times[identifier] = objectmeta.now_text()
         return merged, out
 
     def _structured_apply(

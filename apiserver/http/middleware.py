@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -20,7 +19,7 @@ from apiserver.auth.authz import AUTHORIZER_KEY, Authorizer, forbidden
 from apiserver.auth.requestinfo import RequestInfo
 from apiserver.http import audit as auditing
 from apiserver.http.responses import add_warnings, status_response
-from apiserver.machinery import errors, requestnotes
+from apiserver.machinery import errors, requestnotes, uids
 from apiserver.machinery.requestnotes import RequestNotes
 from apiserver.machinery.user import UserInfo
 from apiserver.registry.storage_errors import status_error
@@ -44,9 +43,7 @@ NOTES_KEY = web.RequestKey("notes", RequestNotes)
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Gives the request its audit ID (upstream's WithAuditInit), for its answer (`echo_audit_id`),
     its audit event and every line logged while it is handled (`apiserver.logs.request_id`)."""
-    audit_id = (
-        request.headers.get(AUDIT_ID_HEADER) or request.headers.get(REQUEST_ID_HEADER) or str(uuid.uuid4())
-    )
+    audit_id = request.headers.get(AUDIT_ID_HEADER) or request.headers.get(REQUEST_ID_HEADER) or uids.new()
     request[AUDIT_ID_KEY] = audit_id
     request[NOTES_KEY] = requestnotes.begin()
     token = logs.request_id.set(audit_id)
@@ -132,7 +129,7 @@ def authentication(chain: AuthenticatorChain) -> Middleware:
         if not auditing.enabled():
             return await _authenticated(request, handler, await chain.authenticate(request))
         received = datetime.datetime.now(datetime.UTC)
-        audit_id = request.get(AUDIT_ID_KEY) or str(uuid.uuid4())
+        audit_id = request.get(AUDIT_ID_KEY) or uids.new()
         try:
             user = await chain.authenticate(request)
         except errors.StatusError as exc:

@@ -14,13 +14,19 @@ _DEADLINE: ContextVar[float | None] = ContextVar("request_deadline", default=Non
 
 
 @contextlib.contextmanager
-def ending_in(seconds: float) -> Iterator[None]:
-    """What runs in this block (and the tasks it starts) serves a request ending in `seconds`."""
-    token = _DEADLINE.set(asyncio.get_running_loop().time() + seconds)
+def ending_at(when: float) -> Iterator[None]:
+    """What runs in this block (and the tasks it starts) serves a request ending at `when`, on the
+    event loop's clock."""
+    token = _DEADLINE.set(when)
     try:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+def ending_in(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """ending_at `seconds` from now."""
+    return ending_at(asyncio.get_running_loop().time() + seconds)
 
 
 def capped(seconds: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from datetime import UTC, datetime
 
 from apiserver.machinery.types import JSON
@@ -18,8 +19,25 @@ _MAX_GENERATED_NAME_LENGTH = 63 - _GENERATED_SUFFIX_LENGTH
 # in every worker).
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
+class _Clock:
+    """The current second's metav1.Time text."""
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.text = ""
+
+
+_CLOCK = _Clock()
+
+
+def now_text() -> str:
+    """format_time(now()), formatted once a second rather than at each call (strftime and the
+    datetime around it were 2% of a create's time, py-spy)."""
+    second = int(time.time())
+    if second != _CLOCK.second:
+        _CLOCK.text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        _CLOCK.second = second
+    return _CLOCK.text
 
 
 def format_time(moment: datetime) -> str:

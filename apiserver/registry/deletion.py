@@ -64,7 +64,7 @@ def mark_for_deletion(obj: JSON, opts: DeleteOptions, *, garbage_collected: bool
         generation = meta.get("generation")
         if isinstance(generation, int) and generation > 0:
             meta["generation"] = generation + 1
-        meta["deletionTimestamp"] = objectmeta.format_time(objectmeta.now())
+        meta["deletionTimestamp"] = objectmeta.now_text()
     meta["deletionGracePeriodSeconds"] = 0
     return marked
 

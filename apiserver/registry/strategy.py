@@ -3,9 +3,7 @@ rest.BeforeUpdate do it: system metadata set or kept, the kind's strategy hooks,
 
 from __future__ import annotations
 
-import uuid
-
-from apiserver.machinery import errors, objectmeta
+from apiserver.machinery import errors, objectmeta, uids
 from apiserver.machinery.errors import StatusError
 from apiserver.machinery.metav1 import validate_common_object_meta_update
 from apiserver.machinery.types import JSON
@@ -14,8 +12,8 @@ from apiserver.resources.base import ResourceKind
 
 def prepare_create(kind: ResourceKind, obj: JSON) -> None:
     meta = objectmeta.metadata(obj)
-    meta["uid"] = str(uuid.uuid4())
-    meta["creationTimestamp"] = objectmeta.format_time(objectmeta.now())
+    meta["uid"] = uids.new()
+    meta["creationTimestamp"] = objectmeta.now_text()
     meta.pop("deletionTimestamp", None)
     meta.pop("deletionGracePeriodSeconds", None)
     meta.pop("selfLink", None)

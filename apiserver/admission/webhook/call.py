@@ -5,8 +5,6 @@ and warnings noted; every failure a CallingError (which failurePolicy may ignore
 
 from __future__ import annotations
 
-import uuid
-
 import orjson
 
 from apiserver.admission.request import AdmissionRequest
@@ -14,7 +12,7 @@ from apiserver.admission.webhook import review as reviews
 from apiserver.admission.webhook.client import CallFailure, ClientConfigError, WebhookClient, endpoint
 from apiserver.admission.webhook.configuration import DRY_RUN_SAFE, Webhook
 from apiserver.admission.webhook.errors import CallingError, dry_run_unsupported
-from apiserver.machinery import deadlines, errors, requestnotes
+from apiserver.machinery import deadlines, errors, requestnotes, uids
 
 
 def _check_dry_run(hook: Webhook, request: AdmissionRequest) -> None:
@@ -40,7 +38,7 @@ async def call_webhook(
         raise CallingError(
             hook.name, reason, errors.bad_request("error creating admission objects")
         ) from None
-    uid = str(uuid.uuid4())
+    uid = uids.new()
     try:
         # The webhook's timeout, or what the request has left when that is less.
         # (A millisecond at least: aiohttp takes a timeout of 0 for none.)

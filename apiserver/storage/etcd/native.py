@@ -49,17 +49,35 @@ class NativeChannel:
         self._channel = _rpc.Channel(uri, ca=ca, cert=cert, key=key)
         self._calls = itertools.count()
         self._waiting: dict[int, asyncio.Future[bytes]] = {}
+        self._outbox: list[tuple[int, str, bytes, float]] = []  # calls not yet submitted
         self._streams: dict[int, asyncio.Queue[tuple[int, bytes | str]]] = {}
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._channel.fd, self._finished)
 
     def unary(self, method: str, request: bytes, timeout: float) -> asyncio.Future[bytes]:
-        """The answer of `method` (`/etcdserverpb.KV/Range`) to the encoded `request`."""
+        """The answer of `method` (`/etcdserverpb.KV/Range`) to the encoded `request`. The calls
+        made in one turn of the event loop go to the runtime together at its end: one wake-up of
+        the runtime's thread (a system call) for all of them rather than one each."""
         call = next(self._calls)
         future: asyncio.Future[bytes] = self._loop.create_future()
-        self._channel.submit(call, method, request, timeout)
         self._waiting[call] = future
+        self._outbox.append((call, method, request, timeout))
+        if len(self._outbox) == 1:
+            self._loop.call_soon(self._submit)
         return future
+
+    def _submit(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if not outbox:
+            return  # closed meanwhile
+        try:
+            self._channel.submit(outbox)
+        except RuntimeError as exc:  # closed meanwhile
+            failure = NativeRpcError(grpc.StatusCode.CANCELLED, str(exc))
+            for call, *_ in outbox:
+                future = self._waiting.pop(call, None)
+                if future is not None and not future.done():
+                    future.set_exception(failure)
 
     def stream(self, method: str, answer_type: Any) -> NativeStream:
         """A bidirectional stream of `method`, opened by its first write."""
@@ -83,6 +101,7 @@ class NativeChannel:
     def close(self) -> None:
         self._loop.remove_reader(self._channel.fd)
         self._channel.close()
+        self._outbox.clear()
         waiting, self._waiting = self._waiting, {}
         for future in waiting.values():
             if not future.done():

@@ -1,6 +1,6 @@
 //! `apiserver.storage.etcd._rpc`: gRPC calls and watch streams to etcd for the asyncio client in
 //! apiserver/storage/etcd/native.py. A `Channel` owns one member's connection and a one-thread tokio
-//! runtime; `submit` starts a call (`open_stream` a stream, streams.rs), and the event loop collects
+//! runtime; `submit` starts calls (`open_stream` a stream, streams.rs), and the event loop collects
 //! finished calls and stream answers with `take` when the descriptor `fd` is readable
 //! (completions.rs). Python never waits on a lock the runtime holds
 //! long, and the runtime never takes the GIL.
@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http::uri::PathAndQuery;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyString};
 use tonic::client::Grpc;
 use tonic::transport::Channel as Connection;
@@ -37,16 +38,46 @@ struct Channel {
 }
 
 impl Channel {
-    /// The runtime a new call runs on, and its method's path; fails once the channel is closed.
-    fn start(&self, method: &str) -> PyResult<(&tokio::runtime::Runtime, PathAndQuery)> {
-        let runtime = self
-            .runtime
+    /// The runtime new calls run on; fails once the channel is closed.
+    fn runtime(&self) -> PyResult<&tokio::runtime::Runtime> {
+        self.runtime
             .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))?;
+            .ok_or_else(|| PyRuntimeError::new_err("the channel is closed"))
+    }
+
+    /// The runtime a new stream runs on, and its method's path.
+    fn start(&self, method: &str) -> PyResult<(&tokio::runtime::Runtime, PathAndQuery)> {
+        let runtime = self.runtime()?;
         let path = PathAndQuery::try_from(method)
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
         Ok((runtime, path))
     }
+}
+
+/// A unary call's method path and deadline, or why they cannot be used.
+fn call_target(method: &str, timeout: f64) -> Result<(PathAndQuery, Duration), String> {
+    let path = PathAndQuery::try_from(method).map_err(|error| error.to_string())?;
+    let deadline = Duration::try_from_secs_f64(timeout).map_err(|error| error.to_string())?;
+    Ok((path, deadline))
+}
+
+/// One unary call on the runtime, its outcome handed to `reply`.
+async fn run_unary(
+    grpc: Grpc<Connection>,
+    path: PathAndQuery,
+    body: Bytes,
+    deadline: Duration,
+    reply: Reply,
+) {
+    let outcome = match tokio::time::timeout(deadline, unary(grpc, path, body, deadline)).await {
+        Ok(Ok(answer)) => Outcome::Answer(answer),
+        Ok(Err(status)) => failed(&status),
+        Err(_) => Outcome::Failed(
+            Code::DeadlineExceeded as i32,
+            "Deadline Exceeded".to_owned(),
+        ),
+    };
+    reply.finish(outcome);
 }
 
 #[pymethods]
@@ -90,26 +121,36 @@ impl Channel {
         self.completions.fd()
     }
 
-    /// Starts the call `call` of `method` (`/etcdserverpb.KV/Range`) with the encoded `request`;
-    /// it fails with DEADLINE_EXCEEDED after `timeout` seconds.
-    fn submit(&self, call: u64, method: &str, request: &[u8], timeout: f64) -> PyResult<()> {
-        let (runtime, path) = self.start(method)?;
-        let deadline = Duration::try_from_secs_f64(timeout)
-            .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        let body = Bytes::copy_from_slice(request);
-        let grpc = self.grpc.clone();
-        let reply = Reply::new(call, Arc::clone(&self.completions));
+    /// Starts each of `calls`: (call, method as `/etcdserverpb.KV/Range`, encoded request,
+    /// timeout in seconds). A call fails with DEADLINE_EXCEEDED after its timeout, and with
+    /// INVALID_ARGUMENT at once when its method or timeout cannot be used. The batch costs the
+    /// runtime's thread one wake-up: one task on it starts the others.
+    fn submit(&self, calls: Vec<(u64, PyBackedStr, PyBackedBytes, f64)>) -> PyResult<()> {
+        let runtime = self.runtime()?;
+        let jobs: Vec<_> = calls
+            .into_iter()
+            .map(|(call, method, request, timeout)| {
+                let reply = Reply::new(call, Arc::clone(&self.completions));
+                let body = Bytes::copy_from_slice(&request);
+                (
+                    reply,
+                    self.grpc.clone(),
+                    call_target(&method, timeout),
+                    body,
+                )
+            })
+            .collect();
         runtime.spawn(async move {
-            let outcome =
-                match tokio::time::timeout(deadline, unary(grpc, path, body, deadline)).await {
-                    Ok(Ok(answer)) => Outcome::Answer(answer),
-                    Ok(Err(status)) => failed(&status),
-                    Err(_) => Outcome::Failed(
-                        Code::DeadlineExceeded as i32,
-                        "Deadline Exceeded".to_owned(),
-                    ),
-                };
-            reply.finish(outcome);
+            for (reply, grpc, target, body) in jobs {
+                match target {
+                    Ok((path, deadline)) => {
+                        tokio::spawn(run_unary(grpc, path, body, deadline, reply));
+                    }
+                    Err(message) => {
+                        reply.finish(Outcome::Failed(Code::InvalidArgument as i32, message))
+                    }
+                }
+            }
         });
         Ok(())
     }

@@ -1,6 +1,7 @@
 """The Rust extension's channel (storage/etcd/native.py) where grpcio's behaviour is not enough of a
 guide: it is built in the source tree the tests run, callers that give up leave the others
-answered, a call to a member that stopped answering ends at its deadline, closing the client ends
+answered, the calls of one turn of the event loop go out together and are answered each (a bad one
+failing alone), a call to a member that stopped answering ends at its deadline, closing the client ends
 the calls and watches still waiting, and a watch read late loses nothing (its stream stops reading
 while answers wait unread, then goes on)."""
 
@@ -11,7 +12,9 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
+from aetcd import rpc
 
 from apiserver.storage.etcd import EtcdStorage, native
 from apiserver.storage.interface import EventType, StorageUnavailableError
@@ -49,6 +52,37 @@ async def test_callers_that_give_up_leave_the_others_answered(etcd_endpoint: str
         assert all(call.cancelled() for call in calls[::2])
         # The answers of the abandoned calls arrived and were dropped: the channel goes on.
         assert await store.get("/k/0") == created[0]
+
+
+async def test_the_calls_of_one_turn_are_answered_each_and_a_bad_one_fails_alone(etcd_endpoint: str) -> None:
+    async with opened(EtcdStorage([etcd_endpoint], prefix="/native-batch")) as store:
+        for i in range(300):
+            await store.create(f"/k/{i}", str(i).encode())
+    channel = native.NativeChannel(etcd_endpoint, ca=None, cert=None, key=None)
+    try:
+        range_path = "/etcdserverpb.KV/Range"
+
+        def asked(i: int) -> bytes:
+            data: bytes = rpc.RangeRequest(key=f"/native-batch/k/{i}".encode()).SerializeToString()
+            return data
+
+        # Made in one turn: submitted to the runtime together, at its end.
+        calls = [channel.unary(range_path, asked(i), 10.0) for i in range(300)]
+        bad_path = channel.unary("not a path", asked(0), 10.0)
+        bad_timeout = channel.unary(range_path, asked(0), -1.0)
+        answers = [rpc.RangeResponse.FromString(answer) for answer in await asyncio.gather(*calls)]
+        assert [answer.kvs[0].value for answer in answers] == [str(i).encode() for i in range(300)]
+        for bad in (bad_path, bad_timeout):
+            with pytest.raises(native.NativeRpcError) as failed:
+                await bad
+            assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        # Closed before the turn ended: its calls fail, none is left waiting.
+        late = channel.unary(range_path, asked(1), 10.0)
+    finally:
+        channel.close()
+    with pytest.raises(native.NativeRpcError) as closed:
+        await asyncio.wait_for(late, 5)
+    assert closed.value.code() == grpc.StatusCode.CANCELLED
 
 
 async def test_a_member_that_stops_answering_fails_the_call_at_its_deadline() -> None:
