@@ -80,8 +80,12 @@ def _load(target: Target, mode: str, scratch: Path, generate: bool) -> tuple[str
     return target.url + path, "create.lua", [path, target.token, f"p{secrets.token_hex(3)}", str(body)]
 
 
-def _recorder(spy: str, target: Target, seconds: float, workers: int, raw: Path) -> subprocess.Popen[bytes]:
+def _recorder(
+    spy: str, target: Target, seconds: float, workers: int, raw: Path, *, gil: bool
+) -> subprocess.Popen[bytes]:
     command = [spy, "record", "-p", str(target.pid), "-d", str(int(seconds)), "-r", "250"]
+    if gil:
+        command.append("--gil")  # only the thread holding the GIL: no thread counted while it waits
     if workers != 1:
         command.append("--subprocesses")  # the supervisor only waits; its workers serve
     return subprocess.Popen([*command, "-f", "raw", "-o", str(raw)], stdout=subprocess.DEVNULL)
@@ -102,8 +106,17 @@ def _loaded(
 
 
 def profile(
-    mode: str, connections: int, seconds: float, workers: int, storage: str, *, generate: bool = False
+    mode: str,
+    connections: int,
+    seconds: float,
+    workers: int,
+    storage: str,
+    *,
+    generate: bool = False,
+    gil: bool = False,
+    keep: Path | None = None,
 ) -> str:
+    """The summary of one profile; `keep`: where py-spy's raw stacks are copied, for a closer look."""
     # Installed beside this Python (a virtualenv not on PATH), or on PATH.
     beside = Path(sys.executable).parent / "py-spy"
     spy = str(beside) if beside.exists() else shutil.which("py-spy")
@@ -121,9 +134,11 @@ def profile(
             raw = scratch / "profile.txt"
             # The load is set up before recording.
             load = ("", "", []) if mode == "watch" else _load(target, mode, scratch, generate)
-            recorder = _recorder(spy, target, seconds, workers, raw)
+            recorder = _recorder(spy, target, seconds, workers, raw, gil=gil)
             achieved = _loaded(target, mode, connections, seconds, load)
             recorder.wait(timeout=seconds + 30)
+            if keep is not None:
+                shutil.copyfile(raw, keep)
             return f"{achieved} ({storage}, {workers} worker(s))\n" + summary(raw.read_text())
         finally:
             target.stop()
@@ -139,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="coreio workers (the profile is the first's)")
     parser.add_argument("--storage", choices=("etcd", "sqlite"), default="etcd")
     parser.add_argument("--generate-name", action="store_true", help="create: Events named by generateName")
+    parser.add_argument("--gil", action="store_true", help="sample only the thread that holds the GIL")
+    parser.add_argument("--keep", type=Path, help="copy py-spy's raw stacks to this file")
     options = parser.parse_args(argv)
     print(
         profile(
@@ -148,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             options.workers,
             options.storage,
             generate=options.generate_name,
+            gil=options.gil,
+            keep=options.keep,
         )
     )
     return 0
