@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
+from apiserver.machinery.series import Series
 from apiserver.machinery.types import JSON
 
 OTHER = "other"
@@ -58,6 +59,7 @@ class EventsWritten:
             ("type", "reason", "namespace"),
             registry=registry,
         )
+        self._series = Series(self.counter)
         self._reasons = CappedValues(max_reasons)
         self._namespaces = CappedValues(max_namespaces)
 
@@ -66,7 +68,7 @@ class EventsWritten:
         kind = event.get("type")
         metadata = event.get("metadata")
         namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
-        self.counter.labels(
+        self._series(
             kind if isinstance(kind, str) and kind in TYPES else OTHER,
             self._reasons(str(event.get("reason") or "")),
             self._namespaces(str(namespace or "")),

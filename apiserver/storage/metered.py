@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from apiserver.machinery.series import Series
 from apiserver.storage.interface import (
     KeyExistsError,
     KeyNotFoundError,
@@ -61,6 +62,8 @@ class StorageMetrics:
             labels,
             registry=registry,
         )
+        self._duration, self._requests = Series(self.duration), Series(self.requests)
+        self._errors = Series(self.errors)
 
     @contextlib.contextmanager
     def timed(self, operation: str, type_: str) -> Iterator[None]:
@@ -76,10 +79,10 @@ class StorageMetrics:
             failed = True
             raise
         finally:
-            self.duration.labels(operation, type_).observe(time.perf_counter() - start)
-            self.requests.labels(operation, type_).inc()
+            self._duration(operation, type_).observe(time.perf_counter() - start)
+            self._requests(operation, type_).inc()
             if failed:
-                self.errors.labels(operation, type_).inc()
+                self._errors(operation, type_).inc()
 
 
 class MeteredStorage:
