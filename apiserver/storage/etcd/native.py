@@ -8,12 +8,10 @@ watch goes through grpcio."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
 try:
     from apiserver.storage.etcd import _rpc
@@ -52,7 +50,7 @@ class NativeChannel:
         self._calls = itertools.count()
         self._waiting: dict[int, asyncio.Future[bytes]] = {}
         self._outbox: list[tuple[int, str, bytes, float]] = []  # calls not yet submitted
-        self._streams: dict[int, NativeStream] = {}
+        self._streams: dict[int, asyncio.Queue[tuple[int, bytes | str]]] = {}
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._channel.fd, self._finished)
 
@@ -84,13 +82,13 @@ class NativeChannel:
     def stream(self, method: str, answer_type: Any) -> NativeStream:
         """A bidirectional stream of `method`, opened by its first write."""
         call = next(self._calls)
-        stream = self._streams[call] = NativeStream(self._channel, self._streams, call, method, answer_type)
-        return stream
+        queue = self._streams[call] = asyncio.Queue()
+        return NativeStream(self._channel, self._streams, call, queue, method, answer_type)
 
     def _finished(self) -> None:
         for call, code, answer in self._channel.take():
-            if (stream := self._streams.get(call)) is not None:
-                stream.deliver(code, answer)
+            if (queue := self._streams.get(call)) is not None:
+                queue.put_nowait((code, answer))
                 continue
             future = self._waiting.pop(call, None)
             if future is None or future.done():  # cancelled by its caller meanwhile
@@ -108,30 +106,27 @@ class NativeChannel:
         for future in waiting.values():
             if not future.done():
                 future.set_exception(NativeRpcError(grpc.StatusCode.CANCELLED, "the etcd client closed"))
-        streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
-            stream.deliver(grpc.StatusCode.CANCELLED.value[0], "the etcd client closed")
+        for queue in self._streams.values():
+            queue.put_nowait((grpc.StatusCode.CANCELLED.value[0], "the etcd client closed"))
+        self._streams.clear()
 
 
 class NativeStream:
     """One bidirectional stream, used as grpcio's stream call is (stream.py): `write` a request,
-    `read` the next answer (grpc.aio.EOF at its end; a failure raised), `cancel`. `read` hands
-    out a future rather than a coroutine: waiting for an answer costs no task of its own."""
+    `read` the next answer (grpc.aio.EOF at its end; a failure raised), `cancel`."""
 
     def __init__(
         self,
         channel: _rpc.Channel,
-        streams: dict[int, NativeStream],
+        streams: dict[int, asyncio.Queue[tuple[int, bytes | str]]],
         call: int,
+        queue: asyncio.Queue[tuple[int, bytes | str]],
         method: str,
         answer_type: Any,
     ) -> None:
-        self._channel, self._streams, self._call = channel, streams, call
+        self._channel, self._streams, self._call, self._queue = channel, streams, call, queue
         self._method, self._answer_type = method, answer_type
-        self._loop = asyncio.get_running_loop()
         self._opened = False
-        self._arrived: collections.deque[tuple[int, bytes | str]] = collections.deque()  # unread
-        self._reader: asyncio.Future[Any] | None = None  # the read waiting for an answer
 
     async def write(self, request: Any) -> None:
         data = request.SerializeToString()
@@ -141,36 +136,15 @@ class NativeStream:
         elif not self._channel.send(self._call, data):
             raise NativeRpcError(grpc.StatusCode.CANCELLED, "the watch stream is closed")
 
-    def read(self) -> asyncio.Future[Any]:
-        """The next answer, when it comes; one read at a time, as grpcio's."""
-        future: asyncio.Future[Any] = self._loop.create_future()
-        if self._arrived:
-            self._settle(future, *self._arrived.popleft())
-        else:
-            self._reader = future
-        return future
-
-    def deliver(self, code: int, answer: bytes | str) -> None:
-        """An answer (or the end) came: to the read waiting for it, or kept for the next."""
-        reader, self._reader = self._reader, None
-        if reader is not None and not reader.done():
-            self._settle(reader, code, answer)
-        else:
-            self._arrived.append((code, answer))
-
-    def _settle(self, future: asyncio.Future[Any], code: int, answer: bytes | str) -> None:
+    async def read(self) -> Any:
+        code, answer = await self._queue.get()
         if code == 0:
-            self._channel.read(self._call)  # the runtime may read one more
-            try:
-                future.set_result(self._answer_type.FromString(answer))
-            except DecodeError as error:
-                future.set_exception(error)
-            return
+            self._channel.read(self._call)
+            return self._answer_type.FromString(answer)
         self.cancel()
         if code == _ENDED:
-            future.set_result(grpc.aio.EOF)
-        else:
-            future.set_exception(_failure(code, answer))
+            return grpc.aio.EOF
+        raise _failure(code, answer)
 
     def cancel(self) -> None:
         self._streams.pop(self._call, None)

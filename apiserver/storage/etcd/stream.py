@@ -86,41 +86,19 @@ class _WatchStream:
 
     async def read(self, within: float | None) -> Any:
         """The next response (grpc.aio.EOF at the end), or None when none came `within` seconds."""
-        reading = self._reading
-        if reading is None:
-            # The native stream's read is a future already; grpcio's a coroutine, run as a task.
-            reading = self._reading = asyncio.ensure_future(self.call.read())
-        if not reading.done() and not await _done_within(reading, within):
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self.call.read())
+        done, _ = await asyncio.wait({self._reading}, timeout=within)
+        if not done:
             return None
-        self._reading = None
-        return reading.result()
+        response, self._reading = self._reading.result(), None
+        return response
 
     def close(self) -> None:
         if self._reading is not None:
             self._reading.cancel()
             self._reading.add_done_callback(_consume_result)
         self.call.cancel()
-
-
-async def _done_within(future: asyncio.Future[Any], within: float | None) -> bool:
-    """Whether `future` is done within `within` seconds (None: however long), never cancelling it:
-    asyncio.wait for one future, without its sets and checks (a watch waits once an answer)."""
-    loop = future.get_loop()
-    waiter = loop.create_future()
-
-    def wake(_: object = None) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    timer = loop.call_later(within, wake) if within is not None else None
-    future.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        if timer is not None:
-            timer.cancel()
-        future.remove_done_callback(wake)
-    return future.done()
 
 
 def _check_watch_response(response: Any, target: str, after_revision: int) -> None:
