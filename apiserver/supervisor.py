@@ -165,13 +165,14 @@ class Workers:
     def relay(self, signum: int, _frame: FrameType | None) -> None:
         """The supervisor's signal handler: the first signal goes to every worker, which starts
         its graceful shutdown; a second ends the server at once with status 1, as upstream's
-        handler does. The supervisor ends the workers itself rather than relaying the second: a
-        worker not yet run since the first still holds it pending, and the kernel merges the two."""
+        handler does. The supervisor kills the workers itself rather than relaying the second (a
+        worker not yet run since the first still holds it pending, and the kernel merges the two);
+        `wait` then reaps them and the supervisor exits 1, its temporary directory removed."""
         name = signal.Signals(signum).name
         if self.signalled:
             log.warning("second %s: exiting now", name)
             self.signal_all(signal.SIGKILL)
-            os._exit(1)
+            return
         log.info("received %s: passing it to the workers", name)
         self.signalled = self.stopping = True
         self.signal_all(signum)

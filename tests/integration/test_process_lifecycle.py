@@ -388,9 +388,13 @@ def test_a_connection_accepted_before_the_listener_closed_is_waited_for_and_serv
     assert_no_tracebacks(server)
 
 
-def test_a_second_sigterm_exits_at_once_with_1(tmp_path: Path) -> None:
+def test_a_second_sigterm_exits_at_once_with_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "tmp"  # where the supervisor makes its temporary directory
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     server = start_server(tmp_path / "data", ["--shutdown-delay-duration=30s"])
     assert server.process is not None
+    assert any(scratch.iterdir())
     server.process.send_signal(signal.SIGTERM)
     wait_until(
         lambda: "received SIGTERM" in server.log_file.read_text(),
@@ -402,3 +406,4 @@ def test_a_second_sigterm_exits_at_once_with_1(tmp_path: Path) -> None:
     assert server.process.wait(timeout=10) == 1
     assert time.monotonic() - started < 5
     assert "second SIGTERM: exiting now" in server.log_file.read_text()
+    assert not any(scratch.iterdir())  # removed, as at a graceful end
