@@ -24,11 +24,6 @@ def ending_at(when: float) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def ending_in(seconds: float) -> contextlib.AbstractContextManager[None]:
-    """ending_at `seconds` from now."""
-    return ending_at(asyncio.get_running_loop().time() + seconds)
-
-
 def capped(seconds: float) -> float:
     """`seconds`, or the time the request has left when that is less (never below zero)."""
     deadline = _DEADLINE.get()

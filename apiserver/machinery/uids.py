@@ -17,7 +17,7 @@ def new() -> str:
     """A fresh random UUID in its canonical text form (lower-case hex, 8-4-4-4-12)."""
     if not _pool:
         _pool.extend(os.urandom(_POOL_BYTES))
-    raw = bytearray(_pool[-16:])
+    raw = _pool[-16:]  # a copy: a bytearray's slice is one
     del _pool[-16:]
     raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
